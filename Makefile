@@ -1,0 +1,49 @@
+# sendlater: `make run` serves the demo on SQLite, `make test` runs the suite.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+# Django 6.1 needs Python 3.12 or newer: take the first interpreter that is.
+PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3; do \
+	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then \
+	    command -v $$p; break; fi; done)
+
+.PHONY: venv run serve test lint format migrate admin clean
+
+$(BIN)/.installed: requirements.txt
+	@if [ -z "$(PYTHON)" ]; then echo "error: Python 3.12 or newer is required (Django 6.1); none found on PATH" >&2; exit 1; fi
+	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	@touch $@
+
+venv: $(BIN)/.installed
+
+migrate: venv
+	$(PY) manage.py migrate --noinput
+
+admin: migrate
+	$(PY) manage.py ensure_admin
+
+run: export DEBUG ?= true
+run: admin
+	$(PY) manage.py collectstatic --noinput -v 0
+	@echo "sendlater on http://$(HOST):$(PORT)/  (admin at http://$(HOST):$(PORT)/admin/)"
+	$(BIN)/gunicorn sendlater_site.wsgi --bind $(HOST):$(PORT) --workers 2 --access-logfile -
+
+test: export SECRET_KEY ?= test-only-not-a-secret
+test: venv
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: venv
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) staticfiles db.sqlite3 db.sqlite3-* test_db.sqlite3*

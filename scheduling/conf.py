@@ -1,0 +1,35 @@
+"""Typed access to the SENDLATER_* settings (read at call time, so tests can override)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+
+
+def bucket_seconds() -> int:
+    return settings.SENDLATER_BUCKET_SECONDS
+
+
+def default_shards() -> int:
+    return settings.SENDLATER_DEFAULT_SHARDS
+
+
+def max_shards() -> int:
+    return settings.SENDLATER_MAX_SHARDS
+
+
+def close_grace() -> timedelta:
+    return timedelta(seconds=settings.SENDLATER_CLOSE_GRACE_SECONDS)
+
+
+def lease_seconds() -> int:
+    return settings.SENDLATER_LEASE_SECONDS
+
+
+def max_horizon() -> timedelta:
+    return timedelta(days=settings.SENDLATER_MAX_HORIZON_DAYS)
+
+
+def cutover_margin() -> timedelta:
+    return timedelta(seconds=settings.SENDLATER_CUTOVER_MARGIN_SECONDS)

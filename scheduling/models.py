@@ -1,0 +1,136 @@
+"""The job store: jobs keyed by (bucket, shard), and the shard-count schedule."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+
+class Team(models.Model):
+    """A product team: owns jobs and API keys."""
+
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class ShardCountSchedule(models.Model):
+    """From ``effective_from`` on, newly recorded buckets get ``shard_count`` shards.
+
+    The row with the greatest ``effective_from`` at or before a bucket is in
+    force for it; the earliest row also covers any bucket before it.
+    """
+
+    effective_from = models.DateTimeField(unique=True)
+    shard_count = models.PositiveIntegerField()
+    reason = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["effective_from"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(shard_count__gte=1), name="shardcountschedule_count_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.shard_count} shards from {self.effective_from.isoformat()}"
+
+
+class Bucket(models.Model):
+    """A bucket's shard count, recorded by its first write and never changed."""
+
+    start = models.DateTimeField(unique=True)
+    shard_count = models.PositiveIntegerField()
+    recorded_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["start"]
+        constraints = [
+            models.CheckConstraint(condition=Q(shard_count__gte=1), name="bucket_count_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.start.isoformat()} ({self.shard_count} shards)"
+
+
+class JobStatus(models.TextChoices):
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    DELIVERED = "delivered"
+    DEAD = "dead"
+    CANCELED = "canceled"
+    EXPIRED = "expired"
+
+
+class TargetKind(models.TextChoices):
+    WEBHOOK = "webhook"
+    HANDLER = "handler"
+
+
+class Job(models.Model):
+    """A one-shot job due at ``due_at``, stored in partition ``(bucket, shard)``."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="jobs")
+    # The time the client asked for; ``bucket`` may be later (late writes).
+    due_at = models.DateTimeField()
+    bucket = models.DateTimeField()
+    shard = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.PENDING)
+    target_kind = models.CharField(max_length=16, choices=TargetKind.choices)
+    # A webhook URL or a registered handler name, by ``target_kind``.
+    target = models.CharField(max_length=2048)
+    payload = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 (NULL = no key; unique only when set)
+    # sha256 of the canonical request body, to tell a replay from a conflict.
+    request_fingerprint = models.CharField(max_length=64, blank=True)
+    # The effective due_at was spread by id hash over this many seconds.
+    window_seconds = models.PositiveIntegerField(default=0)
+    # Past this instant the job ends as expired instead of firing late.
+    expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    claim_owner = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 (NULL = unclaimed)
+    claim_epoch = models.BigIntegerField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="job_team_idempotency_key_uniq",
+            ),
+        ]
+        indexes = [
+            # The poller's read: an index range on one partition's pending rows.
+            models.Index(
+                fields=["bucket", "shard", "due_at"],
+                condition=Q(status="pending"),
+                name="job_pending_bucket_shard_due",
+            ),
+            # In-flight rows: checkpoint checks and returning stale claims.
+            models.Index(
+                fields=["shard", "bucket"],
+                condition=Q(status="claimed"),
+                name="job_claimed_shard_bucket",
+            ),
+            models.Index(fields=["team", "due_at"], name="job_team_due"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.status})"

@@ -1,0 +1,391 @@
+"""Writes: schedule, cancel and reschedule jobs; schedule shard-count cutovers.
+
+Every service is keyword-only and transactional. Where a job lands:
+``bucket = max(bucket_of(due_at), open_bucket(now))`` and
+``shard = shard_of(id, S_bucket)`` with the bucket's recorded count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.db import IntegrityError, transaction
+
+from scheduling import conf, handlers, keys
+from scheduling.buckets import shard_counts_record
+from scheduling.clock import db_now, open_bucket
+from scheduling.errors import (
+    IdempotencyConflict,
+    InvalidCutover,
+    InvalidDueTime,
+    InvalidTarget,
+    JobNotFound,
+    JobNotPending,
+    SchedulingError,
+)
+from scheduling.models import Job, JobStatus, ShardCountSchedule, TargetKind, Team
+
+IDEMPOTENCY_CONSTRAINT = "job_team_idempotency_key_uniq"
+_HANDLER_NAME = re.compile(handlers.HANDLER_NAME_PATTERN)
+_INSERT_BATCH_ROWS = 1000
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What a client asks for: one job to deliver at ``due_at``."""
+
+    due_at: datetime
+    target_kind: str
+    target: str
+    payload: Any = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    idempotency_key: str | None = None
+    # Spread the effective due time over [due_at, due_at + window] by id hash.
+    window_seconds: int = 0
+    # Past due_at + this, the job ends as expired instead of firing late.
+    expires_after_seconds: int | None = None
+
+    def fingerprint(self) -> str:
+        """sha256 of the canonical request, to tell an idempotent replay from a conflict."""
+        body = {
+            "due_at": self.due_at.astimezone(keys.EPOCH.tzinfo).isoformat(),
+            "target_kind": self.target_kind,
+            "target": self.target,
+            "payload": self.payload,
+            "metadata": self.metadata,
+            "window_seconds": self.window_seconds,
+            "expires_after_seconds": self.expires_after_seconds,
+        }
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _validate_due_at(due_at: datetime, now: datetime) -> None:
+    if not isinstance(due_at, datetime):
+        raise InvalidDueTime("due_at must be a datetime.", field="due_at")
+    if due_at.tzinfo is None or due_at.tzinfo.utcoffset(due_at) is None:
+        raise InvalidDueTime(
+            "due_at must carry a UTC offset (for example 2027-03-01T09:00:00Z).", field="due_at"
+        )
+    horizon = conf.max_horizon()
+    if due_at > now + horizon:
+        raise InvalidDueTime(
+            f"due_at is more than {horizon.days} days ahead (SENDLATER_MAX_HORIZON_DAYS).",
+            field="due_at",
+        )
+
+
+def _validate_target(target_kind: str, target: str) -> None:
+    if target_kind == TargetKind.WEBHOOK:
+        parts = urlsplit(target)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InvalidTarget("callback_url must be an absolute http(s) URL.", field="target")
+        if len(target) > 2048:
+            raise InvalidTarget("callback_url is longer than 2048 characters.", field="target")
+    elif target_kind == TargetKind.HANDLER:
+        if not _HANDLER_NAME.match(target or ""):
+            raise InvalidTarget("handler name is not valid.", field="target")
+        if not handlers.is_registered(target):
+            raise InvalidTarget(
+                f"unknown handler {target!r}; registered: {', '.join(handlers.names())}.",
+                field="target",
+            )
+    else:
+        raise InvalidTarget("target kind must be 'webhook' or 'handler'.", field="target_kind")
+
+
+def job_spec_validate(spec: JobSpec, *, now: datetime) -> None:
+    """Raise a SchedulingError naming the field if ``spec`` cannot be scheduled."""
+    _validate_due_at(spec.due_at, now)
+    _validate_target(spec.target_kind, spec.target)
+    if spec.window_seconds < 0:
+        raise SchedulingError("window_seconds must not be negative.", field="window_seconds")
+    if spec.expires_after_seconds is not None and spec.expires_after_seconds < 0:
+        raise SchedulingError(
+            "expires_after_seconds must not be negative.", field="expires_after_seconds"
+        )
+    if not isinstance(spec.metadata, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in spec.metadata.items()
+    ):
+        raise SchedulingError("metadata must map strings to strings.", field="metadata")
+
+
+def _effective_due(job_id: uuid.UUID, due_at: datetime, window_seconds: int) -> datetime:
+    return due_at + keys.spread_offset(job_id, window_seconds)
+
+
+def _place(due_at: datetime, now: datetime) -> datetime:
+    """The late-write rule: a past bucket is replaced by the open one."""
+    return max(keys.bucket_of(due_at, conf.bucket_seconds()), open_bucket(now))
+
+
+def _is_idempotency_violation(error: IntegrityError) -> bool:
+    cause = error.__cause__
+    diag = getattr(cause, "diag", None)
+    if diag is not None and getattr(diag, "constraint_name", None):
+        return diag.constraint_name == IDEMPOTENCY_CONSTRAINT
+    text = str(error)
+    return IDEMPOTENCY_CONSTRAINT in text or "idempotency_key" in text
+
+
+def _resolve_idempotency(
+    team: Team, specs: Sequence[JobSpec]
+) -> tuple[dict[int, Job], dict[int, int]]:
+    """Match keyed specs to existing jobs and to earlier specs in the same batch.
+
+    Returns ``(replays, aliases)``: spec index -> the existing job it replays, and
+    spec index -> the earlier spec index carrying the same key and body.
+    """
+    keyed = {i: s for i, s in enumerate(specs) if s.idempotency_key is not None}
+    if not keyed:
+        return {}, {}
+    existing = {
+        job.idempotency_key: job
+        for job in Job.objects.filter(
+            team=team, idempotency_key__in={s.idempotency_key for s in keyed.values()}
+        )
+    }
+    replays: dict[int, Job] = {}
+    aliases: dict[int, int] = {}
+    first_index: dict[str, int] = {}
+    for i, spec in keyed.items():
+        key = spec.idempotency_key
+        fingerprint = spec.fingerprint()
+        job = existing.get(key)
+        earlier = first_index.get(key)
+        if job is not None:
+            if job.request_fingerprint != fingerprint:
+                raise IdempotencyConflict(
+                    f"idempotency_key {key!r} was used with a different request body.",
+                    field="idempotency_key",
+                )
+            replays[i] = job
+        elif earlier is not None:
+            if specs[earlier].fingerprint() != fingerprint:
+                raise IdempotencyConflict(
+                    f"idempotency_key {key!r} appears twice with different bodies.",
+                    field="idempotency_key",
+                )
+            aliases[i] = earlier
+        else:
+            first_index[key] = i
+    return replays, aliases
+
+
+def _schedule_once(team: Team, specs: Sequence[JobSpec], now: datetime) -> list[tuple[Job, bool]]:
+    with transaction.atomic():
+        replays, aliases = _resolve_idempotency(team, specs)
+        fresh = [i for i in range(len(specs)) if i not in replays and i not in aliases]
+        ids = {i: uuid.uuid4() for i in fresh}
+        dues = {i: _effective_due(ids[i], specs[i].due_at, specs[i].window_seconds) for i in fresh}
+        places = {i: _place(dues[i], now) for i in fresh}
+        counts = shard_counts_record(places.values())
+        created: dict[int, Job] = {}
+        for i in fresh:
+            spec = specs[i]
+            created[i] = Job(
+                id=ids[i],
+                team=team,
+                due_at=dues[i],
+                bucket=places[i],
+                shard=keys.shard_of(ids[i], counts[places[i]]),
+                status=JobStatus.PENDING,
+                target_kind=spec.target_kind,
+                target=spec.target,
+                payload=spec.payload,
+                metadata=spec.metadata,
+                idempotency_key=spec.idempotency_key,
+                request_fingerprint=spec.fingerprint() if spec.idempotency_key else "",
+                window_seconds=spec.window_seconds,
+                expires_at=(
+                    spec.due_at + timedelta(seconds=spec.expires_after_seconds)
+                    if spec.expires_after_seconds is not None
+                    else None
+                ),
+                created_at=now,
+                updated_at=now,
+            )
+        Job.objects.bulk_create(list(created.values()), batch_size=_INSERT_BATCH_ROWS)
+    results: list[tuple[Job, bool]] = []
+    for i in range(len(specs)):
+        if i in replays:
+            results.append((replays[i], False))
+        elif i in aliases:
+            results.append((created[aliases[i]], False))
+        else:
+            results.append((created[i], True))
+    return results
+
+
+def _schedule(team: Team, specs: Sequence[JobSpec], now: datetime) -> list[tuple[Job, bool]]:
+    try:
+        return _schedule_once(team, specs, now)
+    except IntegrityError as error:
+        if not _is_idempotency_violation(error):
+            raise
+        # A concurrent request committed the same key first: replay against it.
+        return _schedule_once(team, specs, now)
+
+
+def job_schedule_many(
+    *, team: Team, specs: Sequence[JobSpec], now: datetime | None = None
+) -> list[tuple[Job, bool]]:
+    """Schedule ``specs`` all-or-nothing; return ``(job, created)`` in input order.
+
+    A spec whose idempotency key matches an existing job with the same body
+    replays that job (``created`` is False); a different body raises
+    IdempotencyConflict. Costs a handful of statements for the whole batch: one
+    idempotency read, at most three for bucket counts, and one INSERT per 1,000
+    rows. Validation errors name the spec: ``[17].due_at``.
+    """
+    now = now or db_now()
+    for index, spec in enumerate(specs):
+        try:
+            job_spec_validate(spec, now=now)
+        except SchedulingError as error:
+            raise type(error)(error.message, field=f"[{index}].{error.field}") from error
+    return _schedule(team, specs, now)
+
+
+def job_schedule(
+    *,
+    team: Team,
+    due_at: datetime,
+    target_kind: str,
+    target: str,
+    payload: Any = None,
+    metadata: dict[str, str] | None = None,
+    idempotency_key: str | None = None,
+    window_seconds: int = 0,
+    expires_after_seconds: int | None = None,
+    now: datetime | None = None,
+) -> tuple[Job, bool]:
+    """Schedule one job; return ``(job, created)`` (False for an idempotent replay)."""
+    spec = JobSpec(
+        due_at=due_at,
+        target_kind=target_kind,
+        target=target,
+        payload=payload,
+        metadata=metadata or {},
+        idempotency_key=idempotency_key,
+        window_seconds=window_seconds,
+        expires_after_seconds=expires_after_seconds,
+    )
+    now = now or db_now()
+    job_spec_validate(spec, now=now)
+    return _schedule(team, [spec], now)[0]
+
+
+def _pending_job_for_update(team: Team, job_id: uuid.UUID | str) -> Job:
+    job = Job.objects.select_for_update().filter(id=job_id, team=team).first()
+    if job is None:
+        raise JobNotFound(f"job {job_id} does not exist.", field="id")
+    if job.status != JobStatus.PENDING:
+        raise JobNotPending(
+            f"job {job_id} is {job.status}; only pending jobs can be changed.", field="status"
+        )
+    return job
+
+
+def job_cancel(*, team: Team, job_id: uuid.UUID | str, now: datetime | None = None) -> Job:
+    """Cancel a pending job; it stays readable with status ``canceled``."""
+    now = now or db_now()
+    with transaction.atomic():
+        job = _pending_job_for_update(team, job_id)
+        job.status = JobStatus.CANCELED
+        job.updated_at = now
+        job.save(update_fields=["status", "updated_at"])
+    return job
+
+
+def job_reschedule(
+    *,
+    team: Team,
+    job_id: uuid.UUID | str,
+    due_at: datetime,
+    payload: Any = ...,
+    now: datetime | None = None,
+) -> Job:
+    """Move a pending job to ``due_at``: new bucket and shard in one transaction.
+
+    ``payload`` is replaced only when given. The job keeps its delivery window.
+    """
+    now = now or db_now()
+    _validate_due_at(due_at, now)
+    with transaction.atomic():
+        job = _pending_job_for_update(team, job_id)
+        job.due_at = _effective_due(job.id, due_at, job.window_seconds)
+        job.bucket = _place(job.due_at, now)
+        count = shard_counts_record([job.bucket])[job.bucket]
+        job.shard = keys.shard_of(job.id, count)
+        fields = ["due_at", "bucket", "shard", "updated_at"]
+        if payload is not ...:
+            job.payload = payload
+            fields.append("payload")
+        job.updated_at = now
+        job.save(update_fields=fields)
+    return job
+
+
+def cutover_earliest(now: datetime) -> datetime:
+    """The first bucket a cutover may start at: after the open bucket plus the margin."""
+    width = conf.bucket_seconds()
+    earliest = keys.bucket_end(open_bucket(now), width) + conf.cutover_margin()
+    aligned = keys.bucket_of(earliest, width)
+    return aligned if aligned == earliest else keys.bucket_end(aligned, width)
+
+
+def cutover_schedule(
+    *,
+    shard_count: int,
+    effective_from: datetime,
+    reason: str = "",
+    now: datetime | None = None,
+) -> ShardCountSchedule:
+    """Record that buckets from ``effective_from`` on get ``shard_count`` shards.
+
+    Buckets already recorded at or after ``effective_from`` keep their count: a
+    bucket's count never changes once jobs are written into it.
+    """
+    now = now or db_now()
+    if effective_from.tzinfo is None or effective_from.tzinfo.utcoffset(effective_from) is None:
+        raise InvalidCutover("effective_from must carry a UTC offset.", field="effective_from")
+    width = conf.bucket_seconds()
+    if not keys.is_bucket_start(effective_from, width):
+        raise InvalidCutover(
+            f"effective_from must be a bucket boundary (a multiple of {width} s); "
+            f"the next one is {keys.bucket_end(keys.bucket_of(effective_from, width), width)}.",
+            field="effective_from",
+        )
+    earliest = cutover_earliest(now)
+    if effective_from < earliest:
+        raise InvalidCutover(
+            f"effective_from must be at or after {earliest.isoformat()} "
+            "(the open bucket plus SENDLATER_CUTOVER_MARGIN_SECONDS).",
+            field="effective_from",
+        )
+    ceiling = conf.max_shards()
+    if isinstance(shard_count, bool) or not isinstance(shard_count, int):
+        raise InvalidCutover("shard_count must be a whole number.", field="shard_count")
+    if not 1 <= shard_count <= ceiling:
+        raise InvalidCutover(
+            f"shard_count must lie between 1 and {ceiling} (SENDLATER_MAX_SHARDS).",
+            field="shard_count",
+        )
+    try:
+        with transaction.atomic():
+            return ShardCountSchedule.objects.create(
+                effective_from=effective_from, shard_count=shard_count, reason=reason
+            )
+    except IntegrityError as error:
+        raise InvalidCutover(
+            f"a cutover already starts at {effective_from.isoformat()}.", field="effective_from"
+        ) from error

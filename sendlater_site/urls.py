@@ -1,0 +1,8 @@
+"""URL configuration: the admin console and the scheduling API."""
+
+from django.contrib import admin
+from django.urls import path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,31 @@
+"""Test data builders."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from scheduling.clock import db_now
+from scheduling.models import Team
+from scheduling.services import JobSpec
+
+
+def team_create(*, slug: str = "acme", name: str | None = None) -> Team:
+    return Team.objects.create(slug=slug, name=name or slug.title())
+
+
+def job_spec(
+    *,
+    due_at: datetime | None = None,
+    in_seconds: float = 60,
+    handler: str = "noop",
+    payload: Any = None,
+    **extra: Any,
+) -> JobSpec:
+    return JobSpec(
+        due_at=due_at or db_now() + timedelta(seconds=in_seconds),
+        target_kind="handler",
+        target=handler,
+        payload=payload if payload is not None else {"n": 1},
+        **extra,
+    )

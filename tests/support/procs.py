@@ -1,0 +1,50 @@
+"""Run Django code in other processes against the test database."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_database_url() -> str:
+    """DATABASE_URL naming the database the running test uses."""
+    s = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{Path(s['NAME']).resolve()}"
+    user = s.get("USER") or "postgres"
+    password = f":{s['PASSWORD']}" if s.get("PASSWORD") else ""
+    host = s.get("HOST") or "127.0.0.1"
+    return f"postgres://{user}{password}@{host}:{s.get('PORT') or 5432}/{s['NAME']}"
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "DATABASE_URL": test_database_url(),
+            "DJANGO_SETTINGS_MODULE": "sendlater_site.settings",
+            "PYTHONPATH": str(ROOT),
+            "SECRET_KEY": env.get("SECRET_KEY") or "test-only",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+def run_django_script(code: str, **env: str) -> subprocess.Popen[str]:
+    """Start ``python -c`` with Django set up on the test database."""
+    prelude = "import django; django.setup()\n"
+    return subprocess.Popen(
+        [sys.executable, "-c", prelude + code],
+        cwd=ROOT,
+        env=child_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
