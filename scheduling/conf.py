@@ -6,6 +6,8 @@ from datetime import timedelta
 
 from django.conf import settings
 
+from scheduling.netguard import Allowlist
+
 
 def bucket_seconds() -> int:
     return settings.SENDLATER_BUCKET_SECONDS
@@ -33,3 +35,7 @@ def max_horizon() -> timedelta:
 
 def cutover_margin() -> timedelta:
     return timedelta(seconds=settings.SENDLATER_CUTOVER_MARGIN_SECONDS)
+
+
+def callback_allowlist() -> Allowlist:
+    return Allowlist.parse(settings.SENDLATER_CALLBACK_ALLOWLIST)

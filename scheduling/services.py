@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from django.db import IntegrityError, transaction
 
-from scheduling import conf, handlers, keys
+from scheduling import conf, handlers, keys, netguard
 from scheduling.buckets import shard_counts_record
 from scheduling.clock import db_now, open_bucket
 from scheduling.errors import (
@@ -85,11 +85,18 @@ def _validate_due_at(due_at: datetime, now: datetime) -> None:
 
 def _validate_target(target_kind: str, target: str) -> None:
     if target_kind == TargetKind.WEBHOOK:
+        if len(target) > 2048:
+            raise InvalidTarget("callback_url is longer than 2048 characters.", field="target")
         parts = urlsplit(target)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InvalidTarget("callback_url must be an absolute http(s) URL.", field="target")
-        if len(target) > 2048:
-            raise InvalidTarget("callback_url is longer than 2048 characters.", field="target")
+        try:
+            netguard.check_url(target, conf.callback_allowlist())
+        except netguard.BlockedTarget as error:
+            raise InvalidTarget(
+                f"callback_url is not allowed: {error} (SENDLATER_CALLBACK_ALLOWLIST).",
+                field="target",
+            ) from error
     elif target_kind == TargetKind.HANDLER:
         if not _HANDLER_NAME.match(target or ""):
             raise InvalidTarget("handler name is not valid.", field="target")

@@ -172,3 +172,7 @@ if not 1 <= SENDLATER_DEFAULT_SHARDS <= SENDLATER_MAX_SHARDS:
 
 # Modules imported at start-up that register in-process handlers (@register).
 SENDLATER_HANDLER_MODULES = env.list("SENDLATER_HANDLER_MODULES", default=[])
+
+# Callback hosts exempt from the SSRF rules: names, addresses or CIDR ranges
+# (comma-separated). Tests and the demo allow 127.0.0.1 here; production: empty.
+SENDLATER_CALLBACK_ALLOWLIST = env.list("SENDLATER_CALLBACK_ALLOWLIST", default=[])

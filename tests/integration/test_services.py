@@ -223,3 +223,15 @@ def test_window_spreads_due_time_and_expiry_is_recorded(team) -> None:
     assert all(due <= j.due_at <= due + timedelta(seconds=600) for j in jobs)
     assert len({j.bucket for j in jobs}) >= 8  # spread over the ten buckets
     assert all(j.expires_at == due + timedelta(seconds=900) for j in jobs)
+
+
+def test_callback_urls_are_checked_at_scheduling_time(team, settings) -> None:
+    with pytest.raises(InvalidTarget, match="loopback"):
+        schedule(team, target_kind="webhook", target="http://127.0.0.1:9/hook")
+    with pytest.raises(InvalidTarget, match="link-local"):
+        schedule(team, target_kind="webhook", target="http://169.254.169.254/")
+    settings.SENDLATER_CALLBACK_ALLOWLIST = ["127.0.0.1"]
+    job, created = schedule(team, target_kind="webhook", target="http://127.0.0.1:9/hook")
+    assert created and job.target == "http://127.0.0.1:9/hook"
+    public, _ = schedule(team, target_kind="webhook", target="https://hooks.example.com/x")
+    assert public.target_kind == "webhook"
