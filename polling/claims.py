@@ -239,17 +239,17 @@ class Result:
 
 WRITE_BACK_SQL = (
     """
-WITH v (id, status, due_at, bucket, shard, last_error) AS (VALUES {rows})
+WITH v (v_id, v_status, v_due_at, v_bucket, v_shard, v_error) AS (VALUES {rows})
 UPDATE scheduling_job AS j SET
-    status = v.status, due_at = v.due_at, bucket = v.bucket, shard = v.shard,
-    last_error = v.last_error, updated_at = %s,
-    delivered_at = CASE WHEN v.status = 'delivered' THEN %s ELSE j.delivered_at END,
-    claim_owner = CASE WHEN v.status = 'pending' THEN NULL ELSE j.claim_owner END,
-    claim_epoch = CASE WHEN v.status = 'pending' THEN NULL ELSE j.claim_epoch END
+    status = v.v_status, due_at = v.v_due_at, bucket = v.v_bucket, shard = v.v_shard,
+    last_error = v.v_error, updated_at = %s,
+    delivered_at = CASE WHEN v.v_status = 'delivered' THEN %s ELSE j.delivered_at END,
+    claim_owner = CASE WHEN v.v_status = 'pending' THEN NULL ELSE j.claim_owner END,
+    claim_epoch = CASE WHEN v.v_status = 'pending' THEN NULL ELSE j.claim_epoch END
 FROM v
-WHERE j.id = v.id AND j.status = 'claimed' AND j.claim_owner = %s AND """
+WHERE j.id = v.v_id AND j.status = 'claimed' AND j.claim_owner = %s AND """
     + _FENCE.format(shard="j.shard", epoch="j.claim_epoch")
-    + "\nRETURNING j.id"
+    + "\nRETURNING id"
 )
 
 
@@ -311,19 +311,19 @@ def frontier(
 
 CHECKPOINT_ADVANCE_SQL = (
     """
-WITH v (shard, epoch, target) AS (VALUES {rows})
-UPDATE polling_shardcheckpoint AS c SET last_drained = v.target, updated_at = %s
+WITH v (v_shard, v_epoch, v_target) AS (VALUES {rows})
+UPDATE polling_shardcheckpoint AS c SET last_drained = v.v_target, updated_at = %s
 FROM v
-WHERE c.shard = v.shard AND (c.last_drained IS NULL OR c.last_drained < v.target) AND """
-    + _FENCE.format(shard="v.shard", epoch="v.epoch")
+WHERE c.shard = v.v_shard AND (c.last_drained IS NULL OR c.last_drained < v.v_target) AND """
+    + _FENCE.format(shard="v.v_shard", epoch="v.v_epoch")
     + """
   AND NOT EXISTS (
     SELECT 1 FROM scheduling_bucket b
-    WHERE b.start > COALESCE(c.last_drained, %s) AND b.start <= v.target
+    WHERE b.start > COALESCE(c.last_drained, %s) AND b.start <= v.v_target
       AND b.shard_count > c.shard AND """
     + _BUCKET_HOLDS_ROWS.format(shard="c.shard")
     + """)
-RETURNING c.shard, c.last_drained
+RETURNING shard, last_drained
 """
 )
 
@@ -369,12 +369,15 @@ def sweep_find(*, owner: str, now: datetime, limit: int) -> list[tuple[UUID, int
     return [(to_uuid(i), int(s), to_dt(b), int(e)) for i, s, b, e in rows]  # type: ignore[misc]
 
 
-SWEEP_MOVE_SQL = """
-WITH v (id, old_bucket, old_shard, epoch, bucket, shard) AS (VALUES {rows})
-UPDATE scheduling_job AS j SET bucket = v.bucket, shard = v.shard, updated_at = %s
+SWEEP_MOVE_SQL = (
+    """
+WITH v (v_id, v_old_bucket, v_old_shard, v_epoch, v_bucket, v_shard) AS (VALUES {rows})
+UPDATE scheduling_job AS j SET bucket = v.v_bucket, shard = v.v_shard, updated_at = %s
 FROM v
-WHERE j.id = v.id AND j.status = 'pending' AND j.bucket = v.old_bucket AND j.shard = v.old_shard
-  AND """ + _FENCE.format(shard="v.old_shard", epoch="v.epoch")
+WHERE j.id = v.v_id AND j.status = 'pending' AND j.bucket = v.v_old_bucket
+  AND j.shard = v.v_old_shard AND """
+    + _FENCE.format(shard="v.v_old_shard", epoch="v.v_epoch")
+)
 
 
 def sweep_move(
