@@ -369,15 +369,12 @@ def sweep_find(*, owner: str, now: datetime, limit: int) -> list[tuple[UUID, int
     return [(to_uuid(i), int(s), to_dt(b), int(e)) for i, s, b, e in rows]  # type: ignore[misc]
 
 
-SWEEP_MOVE_SQL = (
-    """
+SWEEP_MOVE_SQL = """
 WITH v (v_id, v_old_bucket, v_old_shard, v_epoch, v_bucket, v_shard) AS (VALUES {rows})
 UPDATE scheduling_job AS j SET bucket = v.v_bucket, shard = v.v_shard, updated_at = %s
 FROM v
 WHERE j.id = v.v_id AND j.status = 'pending' AND j.bucket = v.v_old_bucket
-  AND j.shard = v.v_old_shard AND """
-    + _FENCE.format(shard="v.v_old_shard", epoch="v.v_epoch")
-)
+  AND j.shard = v.v_old_shard AND """ + _FENCE.format(shard="v.v_old_shard", epoch="v.v_epoch")
 
 
 def sweep_move(

@@ -64,7 +64,9 @@ def test_claim_is_fenced_ordered_and_due_only(team, base) -> None:
     assert not claims.claim(owner="a", epoch=epoch, bucket=bucket, shard=shard, now=base, limit=9)
     now = base + timedelta(seconds=10)
     # Wrong epoch, wrong owner, expired lease: fenced out.
-    assert not claims.claim(owner="a", epoch=epoch + 1, bucket=bucket, shard=shard, now=now, limit=9)
+    assert not claims.claim(
+        owner="a", epoch=epoch + 1, bucket=bucket, shard=shard, now=now, limit=9
+    )
     assert not claims.claim(owner="b", epoch=epoch, bucket=bucket, shard=shard, now=now, limit=9)
     late = base + L
     assert not claims.claim(owner="a", epoch=epoch, bucket=bucket, shard=shard, now=late, limit=9)

@@ -25,9 +25,10 @@ W = timedelta(seconds=60)
 
 def run_until_idle(poller, now, *, rounds=50):
     for _ in range(rounds):
-        if not poller.iterate(now=now) and not Job.objects.filter(
-            status__in=["pending", "claimed"], due_at__lte=now
-        ).exists():
+        if (
+            not poller.iterate(now=now)
+            and not Job.objects.filter(status__in=["pending", "claimed"], due_at__lte=now).exists()
+        ):
             poller.iterate(now=now)  # checkpoints pass what the last pass drained
             return
     raise AssertionError("poller did not drain")
@@ -85,7 +86,7 @@ def test_late_write_behind_checkpoint_is_swept_and_delivered(team) -> None:
     assert set(ShardCheckpoint.objects.values_list("last_drained", flat=True)) == {base + 2 * W}
     # A writer read its clock when bucket base+1m was open and committed only now.
     stale_now = base + W + timedelta(seconds=1)
-    (job, _), = job_schedule_many(
+    ((job, _),) = job_schedule_many(
         team=team, specs=[job_spec(due_at=stale_now + timedelta(seconds=4))], now=stale_now
     )
     assert job.bucket == base + W
@@ -128,7 +129,7 @@ def test_job_of_a_kind_without_sink_is_retried_not_dropped(team) -> None:
     from polling.dispatch.router import Router, sinks_build
 
     base = future_base()
-    (job, _), = job_schedule_many(
+    ((job, _),) = job_schedule_many(
         team=team,
         specs=[job_spec(due_at=base + timedelta(seconds=1))],
         now=base,
@@ -151,7 +152,10 @@ def test_handler_sink_delivers_and_retries_exceptions(team) -> None:
 
     try:
         base = future_base()
-        specs = [job_spec(due_at=base + timedelta(seconds=1), handler=h) for h in ("noop", "explodes", "log")]
+        specs = [
+            job_spec(due_at=base + timedelta(seconds=1), handler=h)
+            for h in ("noop", "explodes", "log")
+        ]
         jobs = [j for j, _ in job_schedule_many(team=team, specs=specs, now=base)]
         Job.objects.filter(id=jobs[2].id).update(target="unregistered")
         poller = poller_build(sink=Router(sinks_build(concurrency=4)))
