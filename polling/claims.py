@@ -278,26 +278,39 @@ def write_back(*, owner: str, results: Sequence[Result], now: datetime) -> set[U
 
 FRONTIER_SQL = (
     """
-SELECT c.shard, c.last_drained, (
-    SELECT MIN(b.start) FROM scheduling_bucket b
-    WHERE b.start > COALESCE(c.last_drained, %s) AND b.start <= %s AND b.shard_count > c.shard
-      AND """
+SELECT f.shard, f.last_drained, f.first_bucket, (
+    SELECT MIN(p.due_at) FROM scheduling_job p
+    WHERE p.bucket = f.first_bucket AND p.shard = f.shard AND p.status = 'pending'
+) FROM (
+    SELECT c.shard, c.last_drained, (
+        SELECT MIN(b.start) FROM scheduling_bucket b
+        WHERE b.start > COALESCE(c.last_drained, %s) AND b.start <= %s
+          AND b.shard_count > c.shard AND """
     + _BUCKET_HOLDS_ROWS.format(shard="c.shard")
     + """
-) FROM polling_shardcheckpoint c WHERE c.shard IN ({shards})
+    ) AS first_bucket
+    FROM polling_shardcheckpoint c WHERE c.shard IN ({shards})
+) f
 """
 )
 
 
-def frontier(
-    *, shards: Iterable[int], open_bucket: datetime
-) -> dict[int, tuple[datetime | None, datetime | None]]:
-    """``{shard: (checkpoint, first bucket after it holding pending or claimed rows)}``.
+@dataclass(frozen=True, slots=True)
+class Front:
+    """A shard's checkpoint, its first bucket holding work, and that bucket's next due."""
+
+    checkpoint: datetime | None
+    bucket: datetime | None
+    next_due: datetime | None
+
+
+def frontier(*, shards: Iterable[int], open_bucket: datetime) -> dict[int, Front]:
+    """For each shard: checkpoint, first bucket after it with pending or claimed rows
+    (up to ``open_bucket``) and the earliest pending ``due_at`` in that bucket.
 
     A read without locks. It walks the recorded buckets (``scheduling_bucket``)
-    after each checkpoint up to ``open_bucket`` and probes ``(bucket, shard)`` by
-    index, so a stretch of empty minutes costs nothing and the whole answer is one
-    statement for all of a poller's shards.
+    after each checkpoint and probes ``(bucket, shard)`` by index, so a stretch of
+    empty minutes costs nothing and the answer is one statement for all shards.
     """
     wanted = sorted(set(shards))
     if not wanted:
@@ -306,7 +319,7 @@ def frontier(
         FRONTIER_SQL.format(shards=placeholders(len(wanted))),
         [floor(), dt(open_bucket), *wanted],
     )
-    return {int(s): (to_dt(cp), to_dt(nxt)) for s, cp, nxt in rows}
+    return {int(s): Front(to_dt(cp), to_dt(first), to_dt(due)) for s, cp, first, due in rows}
 
 
 CHECKPOINT_ADVANCE_SQL = (

@@ -144,16 +144,21 @@ class Poller:
         last_closed = last_closed or open_bucket - 2 * step
         fronts = claims.frontier(shards=self.leases, open_bucket=open_bucket)
         targets: dict[int, tuple[int, datetime]] = {}
-        for shard, (checkpoint, first) in fronts.items():
-            target = min(last_closed, first - step) if first else last_closed
-            if shard in self.leases and (checkpoint is None or target > checkpoint):
+        for shard, front in fronts.items():
+            target = min(last_closed, front.bucket - step) if front.bucket else last_closed
+            if shard in self.leases and (front.checkpoint is None or target > front.checkpoint):
                 targets[shard] = (self.leases[shard], target)
         if targets:
             moved = claims.checkpoint_advance(owner=self.name, targets=targets, now=now)
             if moved:
                 logger.debug("poller %s: checkpoints advanced %s", self.name, moved)
+        # Oldest bucket first; skip shards whose first bucket holds nothing due yet.
+        work = sorted(
+            (front.bucket, shard)
+            for shard, front in fronts.items()
+            if front.bucket and front.next_due and front.next_due <= now
+        )
         busy = False
-        work = sorted((first, shard) for shard, (_, first) in fronts.items() if first)
         for bucket, shard in work:
             if self.stopping.is_set():
                 break
@@ -182,6 +187,7 @@ class Poller:
             gone = {j.id for j in expired}
             live = [j for j in jobs if j.id not in gone]
         outcomes = self.sink.deliver(live) if live else []
+        self._renew_if_due()  # a slow batch must not let the lease lapse before write-back
         now = self._now()
         with transaction.atomic():
             results = results_build(jobs=live, outcomes=outcomes, expired=expired, now=now)

@@ -158,8 +158,9 @@ def test_frontier_finds_first_non_empty_bucket(team, base) -> None:
     shards = {j.shard for j in near + later}
     result = claims.frontier(shards=range(64), open_bucket=far + timedelta(hours=1))
     for shard in range(64):
-        checkpoint, first = result[shard]
+        checkpoint, first = result[shard].checkpoint, result[shard].bucket
         assert checkpoint is None
+        assert (result[shard].next_due is None) == (first is None)
         if shard in {j.shard for j in near}:
             assert first == keys.bucket_of(base, 60)
         elif shard in shards:
