@@ -242,3 +242,21 @@ def test_fourth_poller_moves_about_a_quarter_of_shards(procs, tmp_path) -> None:
     assert {job_id for job_id, *_ in log} == set(due_times())
     assert len(log) == n  # graceful hand-offs: no duplicates
     stop_all(pollers)
+
+
+def test_sigterm_finishes_in_flight_batch_releases_leases_exits_0(procs, tmp_path) -> None:
+    schedule(5, start_in=-1, over=0.1, handler="slow_record")
+    poller = procs("t", "--batch-size", "5", "--concurrency", "5", handler_sleep=2.0)
+    claimed = wait_for(
+        lambda: list(Job.objects.filter(status="claimed").values_list("id", flat=True)),
+        30,
+        "a claim",
+        step=0.02,
+    )
+    poller.send_signal(signal.SIGTERM)
+    asked = time.monotonic()
+    assert poller.wait(timeout=15) == 0
+    assert time.monotonic() - asked < 5  # the 2 s batch, then release and exit
+    assert set(Job.objects.filter(id__in=claimed).values_list("status", flat=True)) == {"delivered"}
+    assert not ShardLease.objects.filter(owner__isnull=False).exists()
+    assert sql("SELECT state FROM polling_poller WHERE name = 't'") == [("stopped",)]
