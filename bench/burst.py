@@ -43,16 +43,9 @@ def parse() -> argparse.Namespace:
 
 
 def stop_children() -> None:
-    for child in _children:
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    for child in _children:
-        try:
-            child.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+    from polling.procs import processes_stop
+
+    processes_stop(_children, grace_seconds=30)
     _children.clear()
 
 

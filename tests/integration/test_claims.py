@@ -31,6 +31,16 @@ def schedule(team, base, n=20, offset=timedelta(seconds=5)):
     return [job for job, _ in job_schedule_many(team=team, specs=specs, now=base)]
 
 
+def claimed_by_a(team, base, *, n):
+    """Schedule ``n`` jobs; "a" leases the first one's shard and claims its due rows."""
+    shard = schedule(team, base, n=n)[0].shard
+    bucket = keys.bucket_of(base, 60)
+    now = base + timedelta(seconds=10)
+    epoch = claims.lease_acquire(owner="a", shards=[shard], now=base, until=base + L)[shard]
+    got = claims.claim(owner="a", epoch=epoch, bucket=bucket, shard=shard, now=now, limit=50)
+    return got, shard, bucket, now
+
+
 def test_acquire_increments_epoch_and_only_free_or_expired(base) -> None:
     got = claims.lease_acquire(owner="a", shards=[0, 1], now=base, until=base + L)
     assert got == {0: 1, 1: 1}
@@ -78,12 +88,7 @@ def test_claim_is_fenced_ordered_and_due_only(team, base) -> None:
 
 
 def test_write_back_is_fenced_by_lease_epoch(team, base) -> None:
-    jobs = schedule(team, base, n=10)
-    shard = jobs[0].shard
-    bucket = keys.bucket_of(base, 60)
-    now = base + timedelta(seconds=10)
-    epoch = claims.lease_acquire(owner="a", shards=[shard], now=base, until=base + L)[shard]
-    got = claims.claim(owner="a", epoch=epoch, bucket=bucket, shard=shard, now=now, limit=50)
+    got, shard, _, _ = claimed_by_a(team, base, n=10)
     # b takes the shard over after a's lease expired: a's write-back changes nothing.
     later = base + L + timedelta(seconds=1)
     claims.lease_acquire(owner="b", shards=[shard], now=later, until=later + L)
@@ -96,12 +101,7 @@ def test_write_back_is_fenced_by_lease_epoch(team, base) -> None:
 
 
 def test_write_back_outcomes_in_one_statement(team, base, django_assert_num_queries) -> None:
-    jobs = schedule(team, base, n=40)
-    shard = jobs[0].shard
-    bucket = keys.bucket_of(base, 60)
-    now = base + timedelta(seconds=10)
-    epoch = claims.lease_acquire(owner="a", shards=[shard], now=base, until=base + L)[shard]
-    got = claims.claim(owner="a", epoch=epoch, bucket=bucket, shard=shard, now=now, limit=50)
+    got, _, bucket, now = claimed_by_a(team, base, n=40)
     assert got
     new_bucket = bucket + timedelta(minutes=5)
     statuses = ["delivered", "pending", "dead", "expired"]

@@ -18,6 +18,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from polling.procs import processes_stop
+
 _STOP_GRACE_SECONDS = 30
 
 
@@ -69,19 +71,6 @@ class Command(BaseCommand):
             failed = next((c for c in children if c.poll() is not None), None)
         if failed is not None:
             self.stderr.write(f"runservice: {failed.args[2:4]} exited with {failed.returncode}")
-        _stop_all(children)
+        processes_stop(children, grace_seconds=_STOP_GRACE_SECONDS)
         if failed is not None:
             raise CommandError("a child process exited; stopped the others")
-
-
-def _stop_all(children: list[subprocess.Popen[bytes]]) -> None:
-    for child in children:
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + _STOP_GRACE_SECONDS
-    for child in children:
-        try:
-            child.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
