@@ -213,3 +213,20 @@ def test_runpoller_once_and_lag(team) -> None:
     out = StringIO()
     call_command("lag", stdout=out)
     assert "64 shards, due backlog 0" in out.getvalue()
+
+
+def test_pollers_beyond_the_shard_count_are_standbys(monkeypatch, caplog) -> None:
+    from polling import selectors
+
+    monkeypatch.setattr(selectors, "shard_count_max", lambda: 2)
+    base = future_base()
+    pollers = [poller_build(f"s{i}") for i in range(4)]
+    for _ in range(2):
+        for poller in pollers:
+            poller.iterate(now=base)
+    held = [set(p.leases) for p in pollers]
+    assert sorted(s for h in held for s in h) == [0, 1]
+    standbys = [p.name for p, h in zip(pollers, held, strict=True) if not h]
+    assert len(standbys) >= 2
+    for name in standbys:
+        assert f"poller {name}: standby" in caplog.text
