@@ -278,10 +278,7 @@ def write_back(*, owner: str, results: Sequence[Result], now: datetime) -> set[U
 
 FRONTIER_SQL = (
     """
-SELECT f.shard, f.last_drained, f.first_bucket, (
-    SELECT MIN(p.due_at) FROM scheduling_job p
-    WHERE p.bucket = f.first_bucket AND p.shard = f.shard AND p.status = 'pending'
-) FROM (
+WITH f AS MATERIALIZED (
     SELECT c.shard, c.last_drained, (
         SELECT MIN(b.start) FROM scheduling_bucket b
         WHERE b.start > COALESCE(c.last_drained, %s) AND b.start <= %s
@@ -290,9 +287,14 @@ SELECT f.shard, f.last_drained, f.first_bucket, (
     + """
     ) AS first_bucket
     FROM polling_shardcheckpoint c WHERE c.shard IN ({shards})
-) f
+)
+SELECT f.shard, f.last_drained, f.first_bucket, (
+    SELECT MIN(p.due_at) FROM scheduling_job p
+    WHERE p.bucket = f.first_bucket AND p.shard = f.shard AND p.status = 'pending'
+) FROM f
 """
 )
+# MATERIALIZED: evaluate the bucket walk once per shard (PostgreSQL would inline it twice).
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from polling import claims, selectors, services
 from polling.assignment import shards_for
@@ -64,6 +64,7 @@ class Poller:
         self._next_maintenance: datetime | None = None
         self._next_sweep = 0.0
         self._standby_warned = False
+        self._stranded = False
         self._base: tuple[datetime, float] | None = None
 
     # --- time ------------------------------------------------------------------
@@ -95,18 +96,28 @@ class Poller:
         """Loop until ``stop()`` (or one pass with ``once``), then shut down cleanly."""
         try:
             while not self.stopping.is_set():
-                try:
-                    busy = self.iterate()
-                except Exception:
-                    logger.exception("poller %s: iteration failed; dropping leases", self.name)
-                    self._drop_all_leases()
-                    busy = False
+                busy = self.step()
                 if once:
                     break
                 if not busy:
                     self.stopping.wait(self.poll_interval * random.uniform(0.8, 1.2))  # noqa: S311
         finally:
             self.shutdown()
+
+    def step(self, now: datetime | None = None) -> bool:
+        """One iteration that never raises: on failure, give up every lease.
+
+        Claims of this epoch may be stranded by the failure (say, a write-back that
+        did not commit): dropping the leases makes the next owner, maybe this
+        poller, take a new epoch and return them to pending.
+        """
+        try:
+            return self.iterate(now)
+        except Exception:
+            logger.exception("poller %s: iteration failed; dropping leases", self.name)
+            _reset_broken_connection()
+            self._drop_all_leases()
+            return False
 
     def shutdown(self) -> None:
         self._drop_all_leases()
@@ -118,12 +129,21 @@ class Poller:
         logger.info("poller %s: stopped", self.name)
 
     def _drop_all_leases(self) -> None:
+        """Release every lease this poller holds (all indices: owner = me is the filter).
+
+        If that fails (database down), ``_stranded`` stays set and no lease is renewed
+        until a release succeeds, so claims of the current epoch are never kept: the
+        next owner takes a new epoch and returns them to pending.
+        """
         try:
-            released = claims.lease_release(owner=self.name, shards=self.leases)
-            if released:
-                logger.info("poller %s: released shards %s", self.name, released)
+            released = claims.lease_release(owner=self.name, shards=range(self._known_shards))
         except Exception:
             logger.exception("poller %s: could not release leases", self.name)
+            self._stranded = True
+        else:
+            self._stranded = False
+            if released:
+                logger.info("poller %s: released shards %s", self.name, released)
         self.leases = {}
 
     # --- one iteration -----------------------------------------------------------
@@ -241,6 +261,10 @@ class Poller:
     def _maintain(self) -> None:
         """Heartbeat and renew every lease/3; acquire and release toward the assignment."""
         now = self._now()
+        if self._stranded:
+            self._drop_all_leases()
+            if self._stranded:
+                return
         if self._maintenance_due(now):
             self._heartbeat_and_renew(now)
         live, pins = selectors.assignment_inputs(now=now, lease_seconds=self.lease_seconds)
@@ -302,3 +326,13 @@ class Poller:
             moved,
             open_bucket.isoformat(),
         )
+
+
+def _reset_broken_connection() -> None:
+    """Close the connection if it is broken, so the next query reconnects."""
+    try:
+        alive = connection.connection is not None and not connection.in_atomic_block
+        if alive and not connection.is_usable():
+            connection.close()
+    except Exception:
+        logger.exception("could not reset the database connection")

@@ -230,3 +230,32 @@ def test_pollers_beyond_the_shard_count_are_standbys(monkeypatch, caplog) -> Non
     assert len(standbys) >= 2
     for name in standbys:
         assert f"poller {name}: standby" in caplog.text
+
+
+def test_failed_write_back_strands_nothing(team, monkeypatch) -> None:
+    from polling import claims
+
+    base = future_base()
+    ((job, _),) = job_schedule_many(
+        team=team, specs=[job_spec(due_at=base + timedelta(seconds=1))], now=base
+    )
+    sink = RecordingSink()
+    poller = poller_build(sink=sink)
+    real = claims.write_back
+
+    def broken(**kwargs):
+        raise RuntimeError("connection lost during write-back")
+
+    monkeypatch.setattr(claims, "write_back", broken)
+    now = base + timedelta(seconds=5)
+    assert poller.step(now=now) is False
+    job.refresh_from_db()
+    first_epoch = job.claim_epoch
+    assert job.status == "claimed" and poller.leases == {}
+    assert not ShardLease.objects.filter(owner="p1").exists()
+    monkeypatch.setattr(claims, "write_back", real)
+    poller.step(now=now + timedelta(seconds=1))
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == ("delivered", 2)
+    assert job.claim_epoch == first_epoch + 1
+    assert [j.id for j in sink.seen] == [job.id, job.id]
