@@ -15,16 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 from uuid import UUID
-
-from django.db import connection
 
 from polling.dispatch.base import ClaimedJob
 from polling.sqlutil import (
     dt,
+    fetch_all,
     floor,
     placeholders,
+    rowcount,
     skip_locked,
     to_dt,
     to_json,
@@ -45,18 +44,6 @@ _BUCKET_HOLDS_ROWS = (
     " OR EXISTS (SELECT 1 FROM scheduling_job q WHERE q.shard = {shard} AND q.bucket = b.start"
     " AND q.status = 'claimed'))"
 )
-
-
-def _execute(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return list(cursor.fetchall()) if cursor.description else []
-
-
-def _rowcount(sql: str, params: Sequence[Any]) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount
 
 
 # --- leases -------------------------------------------------------------------
@@ -81,7 +68,7 @@ def lease_acquire(
     if not wanted:
         return {}
     sql = LEASE_ACQUIRE_SQL.format(shards=placeholders(len(wanted)))
-    rows = _execute(sql, [owner, dt(until), dt(now), *wanted, dt(now)])
+    rows = fetch_all(sql, [owner, dt(until), dt(now), *wanted, dt(now)])
     return {int(shard): int(epoch) for shard, epoch in rows}
 
 
@@ -97,7 +84,7 @@ def lease_renew(*, owner: str, now: datetime, until: datetime) -> dict[int, int]
     One statement for all leases. An expired lease is not renewed: it must be
     re-acquired with a new epoch, because another poller may have run it meanwhile.
     """
-    rows = _execute(LEASE_RENEW_SQL, [dt(until), owner, dt(now)])
+    rows = fetch_all(LEASE_RENEW_SQL, [dt(until), owner, dt(now)])
     return {int(shard): int(epoch) for shard, epoch in rows}
 
 
@@ -116,7 +103,7 @@ def lease_release(*, owner: str, shards: Iterable[int]) -> list[int]:
     wanted = sorted(set(shards))
     if not wanted:
         return []
-    rows = _execute(LEASE_RELEASE_SQL.format(shards=placeholders(len(wanted))), [owner, *wanted])
+    rows = fetch_all(LEASE_RELEASE_SQL.format(shards=placeholders(len(wanted))), [owner, *wanted])
     return sorted(int(shard) for (shard,) in rows)
 
 
@@ -132,7 +119,7 @@ def lease_release_fenced(*, shard: int, owner: str, epoch: int) -> bool:
     The operator names the owner and epoch they saw, so a lease that changed hands
     since is left alone. Returns whether the lease was released.
     """
-    return _rowcount(LEASE_RELEASE_FENCED_SQL, [shard, owner, epoch]) == 1
+    return rowcount(LEASE_RELEASE_FENCED_SQL, [shard, owner, epoch]) == 1
 
 
 LEASE_PIN_SQL = "UPDATE polling_shardlease SET pinned_to = %s WHERE shard = %s"
@@ -144,7 +131,7 @@ def lease_pin(*, shard: int, poller: str | None) -> bool:
     The current owner releases the shard at its next assignment pass, after its
     in-flight batch; the pinned poller then acquires it with a new epoch.
     """
-    return _rowcount(LEASE_PIN_SQL, [poller, shard]) == 1
+    return rowcount(LEASE_PIN_SQL, [poller, shard]) == 1
 
 
 # --- claims -------------------------------------------------------------------
@@ -169,7 +156,7 @@ def claims_return_stale(*, owner: str, shards: Iterable[int], now: datetime) -> 
     if not wanted:
         return 0
     sql = CLAIMS_RETURN_STALE_SQL.format(shards=placeholders(len(wanted)))
-    return _rowcount(sql, [dt(now), *wanted, owner, dt(now)])
+    return rowcount(sql, [dt(now), *wanted, owner, dt(now)])
 
 
 CLAIM_SQL = (
@@ -206,7 +193,7 @@ def claim(
     """
     sql = CLAIM_SQL.format(lock=skip_locked())
     params = [owner, epoch, dt(now), dt(now), dt(bucket), shard, dt(now), limit]
-    rows = _execute(sql, [*params, shard, owner, epoch, dt(now)])
+    rows = fetch_all(sql, [*params, shard, owner, epoch, dt(now)])
     return [
         ClaimedJob(
             id=to_uuid(r[0]),
@@ -270,7 +257,7 @@ def write_back(*, owner: str, results: Sequence[Result], now: datetime) -> set[U
         ]
     )
     sql = WRITE_BACK_SQL.format(rows=rows)
-    written = _execute(sql, [*params, dt(now), dt(now), owner, owner, dt(now)])
+    written = fetch_all(sql, [*params, dt(now), dt(now), owner, owner, dt(now)])
     return {to_uuid(job_id) for (job_id,) in written}
 
 
@@ -317,7 +304,7 @@ def frontier(*, shards: Iterable[int], open_bucket: datetime) -> dict[int, Front
     wanted = sorted(set(shards))
     if not wanted:
         return {}
-    rows = _execute(
+    rows = fetch_all(
         FRONTIER_SQL.format(shards=placeholders(len(wanted))),
         [floor(), dt(open_bucket), *wanted],
     )
@@ -359,7 +346,7 @@ def checkpoint_advance(
         [(shard, epoch, dt(target)) for shard, (epoch, target) in sorted(targets.items())]
     )
     sql = CHECKPOINT_ADVANCE_SQL.format(rows=rows)
-    written = _execute(sql, [*params, dt(now), owner, dt(now), floor()])
+    written = fetch_all(sql, [*params, dt(now), owner, dt(now), floor()])
     return {int(shard): to_dt(cp) for shard, cp in written}  # type: ignore[misc]
 
 
@@ -380,7 +367,7 @@ def sweep_find(*, owner: str, now: datetime, limit: int) -> list[tuple[UUID, int
     A read without locks: ``(id, shard, bucket, lease epoch)``. Such rows come from
     writes that committed after the poller had closed and passed their bucket.
     """
-    rows = _execute(SWEEP_FIND_SQL, [owner, dt(now), limit])
+    rows = fetch_all(SWEEP_FIND_SQL, [owner, dt(now), limit])
     return [(to_uuid(i), int(s), to_dt(b), int(e)) for i, s, b, e in rows]  # type: ignore[misc]
 
 
@@ -405,4 +392,4 @@ def sweep_move(
     rows, params = values_rows(
         [(uid(i), dt(ob), os_, ep, dt(nb), ns) for i, ob, os_, ep, nb, ns in moves]
     )
-    return _rowcount(SWEEP_MOVE_SQL.format(rows=rows), [*params, dt(now), owner, dt(now)])
+    return rowcount(SWEEP_MOVE_SQL.format(rows=rows), [*params, dt(now), owner, dt(now)])

@@ -60,6 +60,20 @@ def to_json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes | bytearray) else value
 
 
+def fetch_all(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """Run one statement; return its rows (RETURNING included), or [] if it has none."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall()) if cursor.description else []
+
+
+def rowcount(sql: str, params: Sequence[Any]) -> int:
+    """Run one statement; return how many rows it changed."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
 def placeholders(count: int) -> str:
     """``%s, %s, ...`` for an ``IN (...)`` list."""
     return ", ".join(["%s"] * count)
