@@ -9,14 +9,14 @@ it to the open bucket and the poller deliver it.
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
 
 from polling.models import ShardCheckpoint
 from scheduling import keys
-from scheduling.models import Job, ShardCountSchedule
+from scheduling.models import Job
 from scheduling.services import job_schedule_many
 from tests.support.factories import job_spec, team_create
 from tests.support.pollers import RecordingSink, future_base, poller_build
@@ -34,9 +34,6 @@ W = timedelta(seconds=60)
 
 
 def test_uncommitted_write_behind_checkpoint_is_swept_and_delivered() -> None:
-    ShardCountSchedule.objects.get_or_create(
-        effective_from=datetime(2000, 1, 1, tzinfo=UTC), defaults={"shard_count": 64}
-    )
     team = team_create(slug="race")
     base = future_base()
     sink = RecordingSink()

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.db import connection
@@ -19,7 +19,7 @@ from django.db import connection
 from polling.assignment import assignment
 from polling.models import ShardLease
 from scheduling.clock import db_now
-from scheduling.models import Job, ShardCountSchedule
+from scheduling.models import Job
 from scheduling.services import JobSpec, job_schedule_many
 from tests.support.factories import team_create
 from tests.support.procs import ROOT, child_env
@@ -43,9 +43,6 @@ POLL = 0.2
 def procs(tmp_path):
     """Start runpoller processes; every one still alive is killed at teardown."""
     started: list[subprocess.Popen] = []
-    ShardCountSchedule.objects.get_or_create(
-        effective_from=datetime(2000, 1, 1, tzinfo=UTC), defaults={"shard_count": 64}
-    )
 
     def start(name: str, *args: str, handler_sleep: float = 1.0) -> subprocess.Popen:
         env = child_env(
