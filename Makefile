@@ -1,4 +1,4 @@
-# sendlater: `make run` serves the demo on SQLite, `make test` runs the suite.
+# sendlater: `make run` serves the demo on SQLite with two pollers, `make test` runs the suite.
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
@@ -30,8 +30,8 @@ admin: migrate
 run: export DEBUG ?= true
 run: admin
 	$(PY) manage.py collectstatic --noinput -v 0
-	@echo "sendlater on http://$(HOST):$(PORT)/  (admin at http://$(HOST):$(PORT)/admin/)"
-	$(BIN)/gunicorn sendlater_site.wsgi --bind $(HOST):$(PORT) --workers 2 --access-logfile -
+	@echo "sendlater on http://$(HOST):$(PORT)/  (admin at http://$(HOST):$(PORT)/admin/), 2 pollers; Ctrl-C stops all"
+	$(PY) manage.py runservice --bind $(HOST):$(PORT) --workers 2 --pollers 2
 
 test: export SECRET_KEY ?= test-only-not-a-secret
 test: venv

@@ -176,3 +176,27 @@ SENDLATER_HANDLER_MODULES = env.list("SENDLATER_HANDLER_MODULES", default=[])
 # Callback hosts exempt from the SSRF rules: names, addresses or CIDR ranges
 # (comma-separated). Tests and the demo allow 127.0.0.1 here; production: empty.
 SENDLATER_CALLBACK_ALLOWLIST = env.list("SENDLATER_CALLBACK_ALLOWLIST", default=[])
+
+# --- pollers (polling app) --------------------------------------------------
+# Retry backoff: base * 2**(attempt-1) seconds with jitter, capped; dead after max.
+SENDLATER_RETRY_BASE_SECONDS = env.float("SENDLATER_RETRY_BASE_SECONDS", default=10)
+SENDLATER_RETRY_CAP_SECONDS = env.float("SENDLATER_RETRY_CAP_SECONDS", default=3600)
+SENDLATER_MAX_ATTEMPTS = env.int("SENDLATER_MAX_ATTEMPTS", default=10)
+# runpoller defaults (each can be overridden on the command line).
+SENDLATER_POLL_INTERVAL_SECONDS = env.float("SENDLATER_POLL_INTERVAL_SECONDS", default=1.0)
+SENDLATER_BATCH_SIZE = env.int("SENDLATER_BATCH_SIZE", default=500)
+SENDLATER_CONCURRENCY = env.int("SENDLATER_CONCURRENCY", default=8)
+# How often each poller sweeps late writes behind its shards' checkpoints.
+SENDLATER_SWEEP_SECONDS = env.float("SENDLATER_SWEEP_SECONDS", default=30)
+# On SIGTERM a poller finishes its batch; past this it exits anyway (code 1).
+SENDLATER_SHUTDOWN_GRACE_SECONDS = env.float("SENDLATER_SHUTDOWN_GRACE_SECONDS", default=30)
+# Sinks by target kind: dotted path of a class taking (concurrency=...).
+SENDLATER_SINKS = {"handler": "polling.dispatch.handlers.HandlerSink"}
+SENDLATER_SINKS.update(env.dict("SENDLATER_SINKS", default={}))
+
+if SENDLATER_MAX_ATTEMPTS < 1:
+    raise ImproperlyConfigured("SENDLATER_MAX_ATTEMPTS must be a positive integer.")
+if not 0 < SENDLATER_RETRY_BASE_SECONDS <= SENDLATER_RETRY_CAP_SECONDS:
+    raise ImproperlyConfigured(
+        "SENDLATER_RETRY_BASE_SECONDS must be positive and at most SENDLATER_RETRY_CAP_SECONDS."
+    )

@@ -1,0 +1,177 @@
+"""Burst benchmark: N jobs due within one bucket, P pollers with the noop handler.
+
+Usage (from the repository root, PostgreSQL on 127.0.0.1:5432):
+
+    .venv/bin/python bench/burst.py                       # N=200000, S=64, P=1
+    .venv/bin/python bench/burst.py -n 50000 -p 1,2,4     # one run per poller count
+
+Creates (drops and recreates) the database ``sendlater_bench``, schedules the jobs
+through ``job_schedule_many``, starts P ``runpoller`` processes, waits until every
+job is delivered, and prints ``name: value unit`` lines. Every poller it starts
+is stopped on exit, whatever happens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+_children: list[subprocess.Popen[bytes]] = []
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", "--jobs", type=int, default=200_000)
+    parser.add_argument("-s", "--shards", type=int, default=64)
+    parser.add_argument("-p", "--pollers", default="1", help="comma-separated, e.g. 1,2,4")
+    parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--spread", type=float, default=1.0, help="due times spread (s)")
+    parser.add_argument("--server", default="postgres://postgres@127.0.0.1:5432")
+    parser.add_argument("--database", default="sendlater_bench")
+    parser.add_argument("--timeout", type=float, default=900, help="per run (s)")
+    return parser.parse_args()
+
+
+def stop_children() -> None:
+    from polling.procs import processes_stop
+
+    processes_stop(_children, grace_seconds=30)
+    _children.clear()
+
+
+def recreate_database(server: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def main() -> int:
+    args = parse()
+    counts = [int(p) for p in args.pollers.split(",")]
+    env = {
+        "DATABASE_URL": f"{args.server}/{args.database}",
+        "DJANGO_SETTINGS_MODULE": "sendlater_site.settings",
+        "SECRET_KEY": os.environ.get("SECRET_KEY", "bench-only"),
+        "SENDLATER_DEFAULT_SHARDS": str(args.shards),
+        "SENDLATER_DB_POOL": "false",
+        "LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(ROOT),
+    }
+    os.environ.update(env)
+    atexit.register(stop_children)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    recreate_database(args.server, args.database)
+
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    print(f"jobs: {args.jobs} count")
+    print(f"shards: {args.shards} count")
+    for pollers in counts:
+        run(args, pollers, dict(os.environ))
+    return 0
+
+
+def run(args: argparse.Namespace, pollers: int, env: dict[str, str]) -> None:
+    from django.db import connection
+
+    from scheduling import keys
+    from scheduling.clock import db_now
+    from scheduling.models import Team
+    from scheduling.services import JobSpec, job_schedule_many
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "TRUNCATE scheduling_job, scheduling_bucket, polling_poller, polling_shardlease,"
+            " polling_shardcheckpoint"
+        )
+    team, _ = Team.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
+    # Leave room to insert the jobs and start the pollers before the burst.
+    lead = 15 + args.jobs / 8000
+    first = db_now() + timedelta(seconds=lead)
+    if keys.bucket_of(first, 60) != keys.bucket_of(first + timedelta(seconds=args.spread), 60):
+        first = keys.bucket_end(keys.bucket_of(first, 60), 60)
+    started = time.monotonic()
+    chunk = 10_000
+    for offset in range(0, args.jobs, chunk):
+        specs = [
+            JobSpec(
+                due_at=first + timedelta(seconds=args.spread * i / args.jobs),
+                target_kind="handler",
+                target="noop",
+                payload={"i": i},
+            )
+            for i in range(offset, min(args.jobs, offset + chunk))
+        ]
+        job_schedule_many(team=team, specs=specs)
+    print(f"schedule_seconds[P={pollers}]: {time.monotonic() - started:.1f} s")
+    if db_now() >= first:
+        print("warning: the burst was due before all jobs were written", file=sys.stderr)
+    for i in range(pollers):
+        cmd = [sys.executable, str(ROOT / "manage.py"), "runpoller", "--name", f"bench-{i}"]
+        cmd += ["--batch-size", str(args.batch_size), "--concurrency", str(args.concurrency)]
+        cmd += ["--poll-interval", "0.2"]
+        _children.append(subprocess.Popen(cmd, cwd=ROOT, env=env))
+    deadline = time.monotonic() + args.timeout + lead
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM scheduling_job WHERE status = 'delivered'")
+            (done,) = cursor.fetchone()
+        if done >= args.jobs:
+            break
+        time.sleep(0.5)
+    stop_children()
+    report(args.jobs, pollers)
+
+
+def report(n: int, pollers: int) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH d AS (
+                SELECT status, attempts, due_at, delivered_at,
+                       EXTRACT(EPOCH FROM delivered_at - due_at) AS lag
+                FROM scheduling_job
+            )
+            SELECT count(*) FILTER (WHERE status = 'delivered'),
+                   COALESCE(sum(attempts), 0) - count(*) FILTER (WHERE attempts > 0),
+                   EXTRACT(EPOCH FROM max(delivered_at) - min(due_at)),
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY lag),
+                   percentile_cont(0.99) WITHIN GROUP (ORDER BY lag),
+                   max(lag),
+                   count(*) FILTER (WHERE delivered_at < due_at)
+            FROM d
+            """
+        )
+        delivered, duplicates, span, p50, p99, worst, early = cursor.fetchone()
+    tag = f"[P={pollers}]"
+    rate = delivered / float(span) if span else 0.0
+    print(f"pollers{tag}: {pollers} count")
+    print(f"delivered_per_second{tag}: {rate:.0f} jobs/s")
+    print(f"lag_p50_seconds{tag}: {float(p50 or 0):.3f} s")
+    print(f"lag_p99_seconds{tag}: {float(p99 or 0):.3f} s")
+    print(f"lag_max_seconds{tag}: {float(worst or 0):.3f} s")
+    print(f"lost{tag}: {n - delivered} jobs")
+    print(f"duplicates{tag}: {duplicates} jobs")
+    print(f"early{tag}: {early} jobs")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

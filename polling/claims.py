@@ -1,0 +1,395 @@
+"""Every locking statement of the pollers, one statement per function.
+
+Each function runs exactly one SQL statement in autocommit (or inside the
+caller's transaction, which it never opens), takes ``now`` from the caller (the
+database clock read once per loop iteration) and is fenced where it writes jobs
+or checkpoints: ``owner = me AND epoch = my_epoch AND expires_at > now`` is part
+of the same statement, so a poller paused past its lease changes nothing.
+
+PostgreSQL claims with ``FOR UPDATE SKIP LOCKED``; SQLite serialises writers
+(IMMEDIATE transactions), so one UPDATE there is atomic on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+from polling.dispatch.base import ClaimedJob
+from polling.sqlutil import (
+    dt,
+    fetch_all,
+    floor,
+    placeholders,
+    rowcount,
+    skip_locked,
+    to_dt,
+    to_json,
+    to_uuid,
+    uid,
+    values_rows,
+)
+
+# A lease row of shard ``{shard}`` held by owner ``%s`` at epoch ``{epoch}`` and not expired.
+_FENCE = (
+    "EXISTS (SELECT 1 FROM polling_shardlease l WHERE l.shard = {shard} AND l.owner = %s"
+    " AND l.epoch = {epoch} AND l.expires_at > %s)"
+)
+# Shard ``{shard}`` has pending or claimed rows in recorded bucket ``b``: exact index probes.
+_BUCKET_HOLDS_ROWS = (
+    "(EXISTS (SELECT 1 FROM scheduling_job p WHERE p.bucket = b.start AND p.shard = {shard}"
+    " AND p.status = 'pending')"
+    " OR EXISTS (SELECT 1 FROM scheduling_job q WHERE q.shard = {shard} AND q.bucket = b.start"
+    " AND q.status = 'claimed'))"
+)
+
+
+# --- leases -------------------------------------------------------------------
+
+LEASE_ACQUIRE_SQL = """
+UPDATE polling_shardlease SET owner = %s, epoch = epoch + 1, expires_at = %s, acquired_at = %s
+WHERE shard IN ({shards}) AND (owner IS NULL OR expires_at IS NULL OR expires_at <= %s)
+RETURNING shard, epoch
+"""
+
+
+def lease_acquire(
+    *, owner: str, shards: Iterable[int], now: datetime, until: datetime
+) -> dict[int, int]:
+    """Take the free or expired leases among ``shards``; return ``{shard: new epoch}``.
+
+    Lock: the lease rows' row locks for the statement. Two pollers racing for one
+    lease: PostgreSQL re-checks the loser's WHERE on the winner's row version, so
+    exactly one gets it. Each acquisition increments the epoch (fencing token).
+    """
+    wanted = sorted(set(shards))
+    if not wanted:
+        return {}
+    sql = LEASE_ACQUIRE_SQL.format(shards=placeholders(len(wanted)))
+    rows = fetch_all(sql, [owner, dt(until), dt(now), *wanted, dt(now)])
+    return {int(shard): int(epoch) for shard, epoch in rows}
+
+
+LEASE_RENEW_SQL = """
+UPDATE polling_shardlease SET expires_at = %s WHERE owner = %s AND expires_at > %s
+RETURNING shard, epoch
+"""
+
+
+def lease_renew(*, owner: str, now: datetime, until: datetime) -> dict[int, int]:
+    """Extend every unexpired lease of ``owner`` to ``until``; return what it still holds.
+
+    One statement for all leases. An expired lease is not renewed: it must be
+    re-acquired with a new epoch, because another poller may have run it meanwhile.
+    """
+    rows = fetch_all(LEASE_RENEW_SQL, [dt(until), owner, dt(now)])
+    return {int(shard): int(epoch) for shard, epoch in rows}
+
+
+LEASE_RELEASE_SQL = """
+UPDATE polling_shardlease SET owner = NULL, expires_at = NULL
+WHERE owner = %s AND shard IN ({shards}) RETURNING shard
+"""
+
+
+def lease_release(*, owner: str, shards: Iterable[int]) -> list[int]:
+    """Give up ``owner``'s leases on ``shards``; return the shards released.
+
+    Only rows still owned by ``owner`` change, so releasing a lease another poller
+    has since taken is a no-op. Call after the in-flight batch is written back.
+    """
+    wanted = sorted(set(shards))
+    if not wanted:
+        return []
+    rows = fetch_all(LEASE_RELEASE_SQL.format(shards=placeholders(len(wanted))), [owner, *wanted])
+    return sorted(int(shard) for (shard,) in rows)
+
+
+LEASE_RELEASE_FENCED_SQL = """
+UPDATE polling_shardlease SET owner = NULL, expires_at = NULL
+WHERE shard = %s AND owner = %s AND epoch = %s
+"""
+
+
+def lease_release_fenced(*, shard: int, owner: str, epoch: int) -> bool:
+    """Release ``shard`` only if ``owner`` still holds it at ``epoch`` (operator action).
+
+    The operator names the owner and epoch they saw, so a lease that changed hands
+    since is left alone. Returns whether the lease was released.
+    """
+    return rowcount(LEASE_RELEASE_FENCED_SQL, [shard, owner, epoch]) == 1
+
+
+LEASE_PIN_SQL = "UPDATE polling_shardlease SET pinned_to = %s WHERE shard = %s"
+
+
+def lease_pin(*, shard: int, poller: str | None) -> bool:
+    """Pin ``shard`` to ``poller`` (None: back to the hash). Ownership is untouched.
+
+    The current owner releases the shard at its next assignment pass, after its
+    in-flight batch; the pinned poller then acquires it with a new epoch.
+    """
+    return rowcount(LEASE_PIN_SQL, [poller, shard]) == 1
+
+
+# --- claims -------------------------------------------------------------------
+
+CLAIMS_RETURN_STALE_SQL = """
+UPDATE scheduling_job SET status = 'pending', claim_owner = NULL, claim_epoch = NULL,
+    claimed_at = NULL, updated_at = %s
+WHERE status = 'claimed' AND shard IN ({shards}) AND EXISTS (
+    SELECT 1 FROM polling_shardlease l WHERE l.shard = scheduling_job.shard AND l.owner = %s
+      AND l.expires_at > %s AND scheduling_job.claim_epoch < l.epoch)
+"""
+
+
+def claims_return_stale(*, owner: str, shards: Iterable[int], now: datetime) -> int:
+    """Return claimed rows of older epochs on ``shards`` to pending; fenced on my lease.
+
+    Run by a new owner right after acquiring: those claims belong to a poller that
+    lost the lease (dead or paused), and its write-back will be fenced out. Uses the
+    partial index on claimed rows ``(shard, bucket)``.
+    """
+    wanted = sorted(set(shards))
+    if not wanted:
+        return 0
+    sql = CLAIMS_RETURN_STALE_SQL.format(shards=placeholders(len(wanted)))
+    return rowcount(sql, [dt(now), *wanted, owner, dt(now)])
+
+
+CLAIM_SQL = (
+    """
+UPDATE scheduling_job SET status = 'claimed', claim_owner = %s, claim_epoch = %s,
+    claimed_at = %s, updated_at = %s, attempts = attempts + 1
+WHERE id IN (
+    SELECT j.id FROM scheduling_job j
+    WHERE j.bucket = %s AND j.shard = %s AND j.status = 'pending' AND j.due_at <= %s
+    ORDER BY j.due_at LIMIT %s {lock}
+) AND """
+    + _FENCE.format(shard="%s", epoch="%s")
+    + """
+RETURNING id, team_id, due_at, bucket, shard, attempts, target_kind, target, payload,
+    metadata, expires_at
+"""
+)
+
+
+def claim(
+    *,
+    owner: str,
+    epoch: int,
+    bucket: datetime,
+    shard: int,
+    now: datetime,
+    limit: int,
+) -> list[ClaimedJob]:
+    """Claim up to ``limit`` due rows of ``(bucket, shard)``, oldest ``due_at`` first.
+
+    One UPDATE ... RETURNING: pending -> claimed with owner, epoch and attempts + 1.
+    Lock: the chosen rows' row locks, taken with SKIP LOCKED on PostgreSQL so
+    competing pollers never wait on each other. Fenced on ``(shard, owner, epoch)``.
+    """
+    sql = CLAIM_SQL.format(lock=skip_locked())
+    params = [owner, epoch, dt(now), dt(now), dt(bucket), shard, dt(now), limit]
+    rows = fetch_all(sql, [*params, shard, owner, epoch, dt(now)])
+    return [
+        ClaimedJob(
+            id=to_uuid(r[0]),
+            team_id=int(r[1]),
+            due_at=to_dt(r[2]),  # type: ignore[arg-type]
+            bucket=to_dt(r[3]),  # type: ignore[arg-type]
+            shard=int(r[4]),
+            attempt=int(r[5]),
+            target_kind=str(r[6]),
+            target=str(r[7]),
+            payload=to_json(r[8]),
+            metadata=to_json(r[9]) or {},
+            expires_at=to_dt(r[10]),
+        )
+        for r in sorted(rows, key=lambda r: to_dt(r[2]))  # type: ignore[arg-type,return-value]
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """The write-back of one claimed job: its final status, or where it goes next."""
+
+    job_id: UUID
+    status: str  # delivered | pending (retry) | dead | expired
+    due_at: datetime
+    bucket: datetime
+    shard: int
+    last_error: str = ""
+
+
+WRITE_BACK_SQL = (
+    """
+WITH v (v_id, v_status, v_due_at, v_bucket, v_shard, v_error) AS (VALUES {rows})
+UPDATE scheduling_job AS j SET
+    status = v.v_status, due_at = v.v_due_at, bucket = v.v_bucket, shard = v.v_shard,
+    last_error = v.v_error, updated_at = %s,
+    delivered_at = CASE WHEN v.v_status = 'delivered' THEN %s ELSE j.delivered_at END,
+    claim_owner = CASE WHEN v.v_status = 'pending' THEN NULL ELSE j.claim_owner END,
+    claim_epoch = CASE WHEN v.v_status = 'pending' THEN NULL ELSE j.claim_epoch END
+FROM v
+WHERE j.id = v.v_id AND j.status = 'claimed' AND j.claim_owner = %s AND """
+    + _FENCE.format(shard="j.shard", epoch="j.claim_epoch")
+    + "\nRETURNING id"
+)
+
+
+def write_back(*, owner: str, results: Sequence[Result], now: datetime) -> set[UUID]:
+    """Write a batch's results in one UPDATE ... FROM (VALUES ...); return the ids written.
+
+    Fenced per row: the row is still claimed by ``owner`` at the epoch it was
+    claimed with, and that lease is still ``owner``'s at that epoch and unexpired.
+    A retried row moves to its new ``(bucket, shard)``, which the caller recorded
+    with ``shard_counts_record`` in the same transaction.
+    """
+    if not results:
+        return set()
+    rows, params = values_rows(
+        [
+            (uid(r.job_id), r.status, dt(r.due_at), dt(r.bucket), r.shard, r.last_error)
+            for r in results
+        ]
+    )
+    sql = WRITE_BACK_SQL.format(rows=rows)
+    written = fetch_all(sql, [*params, dt(now), dt(now), owner, owner, dt(now)])
+    return {to_uuid(job_id) for (job_id,) in written}
+
+
+# --- checkpoints --------------------------------------------------------------
+
+FRONTIER_SQL = (
+    """
+WITH f AS MATERIALIZED (
+    SELECT c.shard, c.last_drained, (
+        SELECT MIN(b.start) FROM scheduling_bucket b
+        WHERE b.start > COALESCE(c.last_drained, %s) AND b.start <= %s
+          AND b.shard_count > c.shard AND """
+    + _BUCKET_HOLDS_ROWS.format(shard="c.shard")
+    + """
+    ) AS first_bucket
+    FROM polling_shardcheckpoint c WHERE c.shard IN ({shards})
+)
+SELECT f.shard, f.last_drained, f.first_bucket, (
+    SELECT MIN(p.due_at) FROM scheduling_job p
+    WHERE p.bucket = f.first_bucket AND p.shard = f.shard AND p.status = 'pending'
+) FROM f
+"""
+)
+# MATERIALIZED: evaluate the bucket walk once per shard (PostgreSQL would inline it twice).
+
+
+@dataclass(frozen=True, slots=True)
+class Front:
+    """A shard's checkpoint, its first bucket holding work, and that bucket's next due."""
+
+    checkpoint: datetime | None
+    bucket: datetime | None
+    next_due: datetime | None
+
+
+def frontier(*, shards: Iterable[int], open_bucket: datetime) -> dict[int, Front]:
+    """For each shard: checkpoint, first bucket after it with pending or claimed rows
+    (up to ``open_bucket``) and the earliest pending ``due_at`` in that bucket.
+
+    A read without locks. It walks the recorded buckets (``scheduling_bucket``)
+    after each checkpoint and probes ``(bucket, shard)`` by index, so a stretch of
+    empty minutes costs nothing and the answer is one statement for all shards.
+    """
+    wanted = sorted(set(shards))
+    if not wanted:
+        return {}
+    rows = fetch_all(
+        FRONTIER_SQL.format(shards=placeholders(len(wanted))),
+        [floor(), dt(open_bucket), *wanted],
+    )
+    return {int(s): Front(to_dt(cp), to_dt(first), to_dt(due)) for s, cp, first, due in rows}
+
+
+CHECKPOINT_ADVANCE_SQL = (
+    """
+WITH v (v_shard, v_epoch, v_target) AS (VALUES {rows})
+UPDATE polling_shardcheckpoint AS c SET last_drained = v.v_target, updated_at = %s
+FROM v
+WHERE c.shard = v.v_shard AND (c.last_drained IS NULL OR c.last_drained < v.v_target) AND """
+    + _FENCE.format(shard="v.v_shard", epoch="v.v_epoch")
+    + """
+  AND NOT EXISTS (
+    SELECT 1 FROM scheduling_bucket b
+    WHERE b.start > COALESCE(c.last_drained, %s) AND b.start <= v.v_target
+      AND b.shard_count > c.shard AND """
+    + _BUCKET_HOLDS_ROWS.format(shard="c.shard")
+    + """)
+RETURNING shard, last_drained
+"""
+)
+
+
+def checkpoint_advance(
+    *, owner: str, targets: dict[int, tuple[int, datetime]], now: datetime
+) -> dict[int, datetime]:
+    """Move checkpoints forward: ``targets`` maps shard -> (my epoch, closed bucket).
+
+    One statement for all shards. A checkpoint moves only forward, only under my
+    unexpired lease at that epoch, and only if no pending or claimed row of the
+    shard lies in a bucket it passes (checked in the same statement). The caller
+    passes closed buckets only. Returns ``{shard: new checkpoint}``.
+    """
+    if not targets:
+        return {}
+    rows, params = values_rows(
+        [(shard, epoch, dt(target)) for shard, (epoch, target) in sorted(targets.items())]
+    )
+    sql = CHECKPOINT_ADVANCE_SQL.format(rows=rows)
+    written = fetch_all(sql, [*params, dt(now), owner, dt(now), floor()])
+    return {int(shard): to_dt(cp) for shard, cp in written}  # type: ignore[misc]
+
+
+# --- sweep --------------------------------------------------------------------
+
+SWEEP_FIND_SQL = """
+SELECT j.id, j.shard, j.bucket, l.epoch FROM scheduling_job j
+JOIN polling_shardcheckpoint c ON c.shard = j.shard
+JOIN polling_shardlease l ON l.shard = j.shard
+WHERE j.status = 'pending' AND j.bucket <= c.last_drained AND l.owner = %s AND l.expires_at > %s
+ORDER BY j.bucket LIMIT %s
+"""
+
+
+def sweep_find(*, owner: str, now: datetime, limit: int) -> list[tuple[UUID, int, datetime, int]]:
+    """Pending rows at or behind their shard's checkpoint, on shards ``owner`` holds.
+
+    A read without locks: ``(id, shard, bucket, lease epoch)``. Such rows come from
+    writes that committed after the poller had closed and passed their bucket.
+    """
+    rows = fetch_all(SWEEP_FIND_SQL, [owner, dt(now), limit])
+    return [(to_uuid(i), int(s), to_dt(b), int(e)) for i, s, b, e in rows]  # type: ignore[misc]
+
+
+SWEEP_MOVE_SQL = """
+WITH v (v_id, v_old_bucket, v_old_shard, v_epoch, v_bucket, v_shard) AS (VALUES {rows})
+UPDATE scheduling_job AS j SET bucket = v.v_bucket, shard = v.v_shard, updated_at = %s
+FROM v
+WHERE j.id = v.v_id AND j.status = 'pending' AND j.bucket = v.v_old_bucket
+  AND j.shard = v.v_old_shard AND """ + _FENCE.format(shard="v.v_old_shard", epoch="v.v_epoch")
+
+
+def sweep_move(
+    *, owner: str, moves: Sequence[tuple[UUID, datetime, int, int, datetime, int]], now: datetime
+) -> int:
+    """Move stranded rows to the open bucket: ``(id, old bucket, old shard, epoch, bucket, shard)``.
+
+    One UPDATE ... FROM (VALUES ...), fenced on the old shard's lease. A row that
+    changed meanwhile (claimed, cancelled, rescheduled) is left alone.
+    """
+    if not moves:
+        return 0
+    rows, params = values_rows(
+        [(uid(i), dt(ob), os_, ep, dt(nb), ns) for i, ob, os_, ep, nb, ns in moves]
+    )
+    return rowcount(SWEEP_MOVE_SQL.format(rows=rows), [*params, dt(now), owner, dt(now)])

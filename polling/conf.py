@@ -1,0 +1,41 @@
+"""Typed access to the pollers' SENDLATER_* settings (read at call time)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+
+def retry_base_seconds() -> float:
+    return float(settings.SENDLATER_RETRY_BASE_SECONDS)
+
+
+def retry_cap_seconds() -> float:
+    return float(settings.SENDLATER_RETRY_CAP_SECONDS)
+
+
+def max_attempts() -> int:
+    return int(settings.SENDLATER_MAX_ATTEMPTS)
+
+
+def poll_interval_seconds() -> float:
+    return float(settings.SENDLATER_POLL_INTERVAL_SECONDS)
+
+
+def batch_size() -> int:
+    return int(settings.SENDLATER_BATCH_SIZE)
+
+
+def concurrency() -> int:
+    return int(settings.SENDLATER_CONCURRENCY)
+
+
+def sweep_seconds() -> float:
+    return float(settings.SENDLATER_SWEEP_SECONDS)
+
+
+def shutdown_grace_seconds() -> float:
+    return float(settings.SENDLATER_SHUTDOWN_GRACE_SECONDS)
+
+
+def sinks() -> dict[str, str]:
+    return dict(settings.SENDLATER_SINKS)

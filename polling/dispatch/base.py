@@ -1,0 +1,47 @@
+"""The sink interface: how a poller hands a claimed batch to a delivery target.
+
+A sink delivers a batch and returns one ``Outcome`` per job; the poller writes
+the outcomes back in bulk. Sinks must not raise for a single job's failure: that
+is an Outcome with ``result="retry"`` (or ``"dead"`` when retrying cannot help).
+Sinks are built as ``SinkClass(concurrency=n)`` (see ``polling.dispatch.router``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol
+from uuid import UUID
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    id: UUID
+    team_id: int
+    due_at: datetime
+    bucket: datetime
+    shard: int
+    attempt: int  # this delivery's attempt number (attempts was incremented by the claim)
+    target_kind: str  # "webhook" | "handler"
+    target: str
+    payload: Any
+    metadata: dict[str, str]
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    job_id: UUID
+    result: Literal["delivered", "retry", "dead"]
+    error: str = ""
+    status_code: int | None = None
+    retry_after_seconds: float | None = None  # target asked us to wait (Retry-After)
+    started_at: datetime | None = None
+    duration_seconds: float | None = None
+
+
+class Sink(Protocol):
+    def deliver(self, jobs: Sequence[ClaimedJob]) -> list[Outcome]: ...
+
+    def close(self) -> None: ...

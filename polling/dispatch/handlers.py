@@ -1,0 +1,88 @@
+"""The in-process handler sink: calls handlers registered in ``scheduling.handlers``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+from polling.dispatch.base import ClaimedJob, Outcome
+from scheduling import handlers
+
+logger = logging.getLogger(__name__)
+
+_MAX_ERROR_CHARS = 2000
+
+
+class HandlerSink:
+    """Runs each job's handler, up to ``concurrency`` at a time on a thread pool.
+
+    A handler that returns is ``delivered``; one that raises is ``retry`` (the
+    error text kept in last_error); an unknown handler name is ``dead``.
+    """
+
+    def __init__(self, *, concurrency: int = 8) -> None:
+        self._concurrency = max(1, concurrency)
+        self._pool = (
+            ThreadPoolExecutor(max_workers=self._concurrency, thread_name_prefix="handler")
+            if self._concurrency > 1
+            else None
+        )
+
+    def deliver(self, jobs: Sequence[ClaimedJob]) -> list[Outcome]:
+        if self._pool is None or len(jobs) <= 1:
+            return [self._deliver_one(job) for job in jobs]
+        return list(self._pool.map(self._deliver_one, jobs))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    @staticmethod
+    def _deliver_one(job: ClaimedJob) -> Outcome:
+        started = datetime.now(UTC)
+        clock = time.monotonic()
+        try:
+            handler = handlers.get(job.target)
+        except KeyError:
+            return Outcome(
+                job_id=job.id,
+                result="dead",
+                error=f"unknown handler {job.target!r}",
+                started_at=started,
+                duration_seconds=0.0,
+            )
+        try:
+            handler(
+                handlers.Delivery(
+                    job_id=job.id,
+                    attempt=job.attempt,
+                    due_at=job.due_at,
+                    payload=job.payload,
+                    metadata=dict(job.metadata),
+                )
+            )
+        except Exception as error:  # a handler's failure is the job's, not the poller's
+            logger.warning(
+                "handler %s failed: job=%s shard=%s attempt=%s: %r",
+                job.target,
+                job.id,
+                job.shard,
+                job.attempt,
+                error,
+            )
+            return Outcome(
+                job_id=job.id,
+                result="retry",
+                error=f"{type(error).__name__}: {error}"[:_MAX_ERROR_CHARS],
+                started_at=started,
+                duration_seconds=time.monotonic() - clock,
+            )
+        return Outcome(
+            job_id=job.id,
+            result="delivered",
+            started_at=started,
+            duration_seconds=time.monotonic() - clock,
+        )

@@ -1,0 +1,66 @@
+"""Routes each claimed job to the sink for its ``target_kind`` (SENDLATER_SINKS)."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+from polling import conf
+from polling.dispatch.base import ClaimedJob, Outcome, Sink
+
+logger = logging.getLogger(__name__)
+
+
+def sinks_build(*, concurrency: int, paths: dict[str, str] | None = None) -> dict[str, Sink]:
+    """Instantiate one sink per target kind from dotted class paths."""
+    built: dict[str, Sink] = {}
+    for kind, path in (paths if paths is not None else conf.sinks()).items():
+        try:
+            cls = import_string(path)
+        except ImportError as error:
+            raise ImproperlyConfigured(f"SENDLATER_SINKS[{kind!r}]: {error}") from error
+        built[kind] = cls(concurrency=concurrency)
+    return built
+
+
+class Router:
+    """A sink over sinks: splits a batch by target kind and merges the outcomes.
+
+    A job whose kind has no sink, or that a sink failed to answer for, is retried
+    with a clear ``error``: never dropped.
+    """
+
+    def __init__(self, sinks: dict[str, Sink]) -> None:
+        self._sinks = sinks
+
+    def deliver(self, jobs: Sequence[ClaimedJob]) -> list[Outcome]:
+        by_kind: dict[str, list[ClaimedJob]] = defaultdict(list)
+        for job in jobs:
+            by_kind[job.target_kind].append(job)
+        outcomes: dict[object, Outcome] = {}
+        for kind, group in by_kind.items():
+            sink = self._sinks.get(kind)
+            if sink is None:
+                error = f"no sink for target kind {kind!r} (SENDLATER_SINKS)"
+                logger.error("%s: retrying %s jobs", error, len(group))
+                outcomes.update({j.id: Outcome(j.id, "retry", error=error) for j in group})
+                continue
+            try:
+                answered = {o.job_id: o for o in sink.deliver(group)}
+            except Exception as error:
+                logger.exception("sink %s failed on a batch of %s jobs", kind, len(group))
+                answered = {}
+                reason = f"sink {kind!r} failed: {type(error).__name__}: {error}"
+            else:
+                reason = f"sink {kind!r} returned no outcome"
+            for job in group:
+                outcomes[job.id] = answered.get(job.id) or Outcome(job.id, "retry", error=reason)
+        return [outcomes[job.id] for job in jobs]
+
+    def close(self) -> None:
+        for sink in self._sinks.values():
+            sink.close()

@@ -1,0 +1,51 @@
+"""``manage.py lag``: per-shard owner, epoch, checkpoint, lag and due backlog."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from polling.selectors import shard_lag_list
+from scheduling.clock import db_now
+
+
+class Command(BaseCommand):
+    help = "Show each shard's owner, epoch, checkpoint, lag and due backlog."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        now = db_now()
+        rows = shard_lag_list(now=now)
+        if options["json"]:
+            payload = {
+                "now": now.isoformat(),
+                "shards": [
+                    {
+                        **asdict(r),
+                        "expires_at": r.expires_at.isoformat() if r.expires_at else None,
+                        "checkpoint": r.checkpoint.isoformat() if r.checkpoint else None,
+                    }
+                    for r in rows
+                ],
+            }
+            self.stdout.write(json.dumps(payload, indent=2))
+            return
+        header = f"{'shard':>5}  {'owner':<24} {'epoch':>6}  {'checkpoint':<25} "
+        header += f"{'lag_s':>8} {'backlog':>8} {'oldest_s':>9}"
+        self.stdout.write(header)
+        for r in rows:
+            checkpoint = r.checkpoint.isoformat() if r.checkpoint else "-"
+            oldest = f"{r.oldest_due_age_seconds:.1f}" if r.oldest_due_age_seconds else "-"
+            owner = (r.owner or "-") + (f" (pin {r.pinned_to})" if r.pinned_to else "")
+            self.stdout.write(
+                f"{r.shard:>5}  {owner:<24} {r.epoch:>6}  {checkpoint:<25} "
+                f"{r.lag_seconds:>8.1f} {r.due_backlog:>8} {oldest:>9}"
+            )
+        total = sum(r.due_backlog for r in rows)
+        worst = max((r.lag_seconds for r in rows), default=0.0)
+        self.stdout.write(f"{len(rows)} shards, due backlog {total}, max lag {worst:.1f}s")

@@ -1,0 +1,106 @@
+"""``manage.py runpoller``: parse options, build a Poller, run it until a signal."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from polling import conf
+from polling.dispatch.router import Router, sinks_build
+from polling.poller import Poller
+from polling.services import PollerNameInUse
+from scheduling import handlers
+
+logger = logging.getLogger("polling.runpoller")
+
+_NAME_MAX = 200
+
+
+class Command(BaseCommand):
+    help = "Run a poller: own shards through leases and deliver due jobs."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--name", help="poller name (default: host-pid); unique per process")
+        parser.add_argument("--batch-size", type=int, default=None, help="rows per claim")
+        parser.add_argument(
+            "--concurrency", type=int, default=None, help="parallel deliveries per batch"
+        )
+        parser.add_argument(
+            "--poll-interval", type=float, default=None, help="idle sleep in seconds"
+        )
+        parser.add_argument(
+            "--once", action="store_true", help="one pass over owned shards, then exit"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        name = options["name"] or f"{socket.gethostname()}-{os.getpid()}"
+        batch_size = _option(options["batch_size"], conf.batch_size(), "--batch-size", int)
+        concurrency = _option(options["concurrency"], conf.concurrency(), "--concurrency", int)
+        interval = _option(
+            options["poll_interval"], conf.poll_interval_seconds(), "--poll-interval", float
+        )
+        if not name.strip() or len(name) > _NAME_MAX:
+            raise CommandError(f"--name must be 1 to {_NAME_MAX} characters")
+        if not 1 <= batch_size <= 10_000:
+            raise CommandError(f"--batch-size must lie in 1..10000 (got {batch_size})")
+        if not 1 <= concurrency <= 1_000:
+            raise CommandError(f"--concurrency must lie in 1..1000 (got {concurrency})")
+        if not 0.01 <= interval <= 3600:
+            raise CommandError(f"--poll-interval must lie in 0.01..3600 seconds (got {interval})")
+        if options["verbosity"] >= 2:
+            logging.getLogger("polling").setLevel(logging.DEBUG)
+        handlers.load_modules(settings.SENDLATER_HANDLER_MODULES)
+        poller = Poller(
+            name=name,
+            sink=Router(sinks_build(concurrency=concurrency)),
+            batch_size=batch_size,
+            poll_interval=interval,
+            sweep_every=conf.sweep_seconds(),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            version="0.1.0",
+        )
+        try:
+            poller.start()
+        except PollerNameInUse as error:
+            raise CommandError(str(error)) from error
+        _install_signals(poller)
+        poller.run(once=options["once"])
+
+
+def _option(value: Any, default: Any, flag: str, kind: type) -> Any:
+    return kind(default if value is None else value)
+
+
+def _install_signals(poller: Poller) -> None:
+    """SIGTERM/SIGINT: stop claiming, finish the batch, release leases, exit 0.
+
+    A watchdog bounds the wait: past SENDLATER_SHUTDOWN_GRACE_SECONDS the process
+    exits with code 1 (its claims are returned by the shards' next owners).
+    """
+    grace = conf.shutdown_grace_seconds()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if poller.stopping.is_set():
+            return
+        signame = signal.Signals(signum).name
+        logger.info("poller %s: %s received; finishing batch", poller.name, signame)
+        poller.stop()
+        watchdog = threading.Timer(grace, _force_exit, args=(poller.name, grace))
+        watchdog.daemon = True
+        watchdog.start()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+
+def _force_exit(name: str, grace: float) -> None:
+    logger.error("poller %s: still busy %ss after the stop signal; exiting", name, grace)
+    os._exit(1)

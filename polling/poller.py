@@ -1,0 +1,338 @@
+"""The poller loop: flow control only (assign, claim, dispatch, write back, sleep, stop).
+
+Each iteration reads ``now`` from the database once; everything after it in the
+iteration uses that reading plus the local monotonic time elapsed since, so the
+loop never trusts the machine's wall clock. Locking statements live in
+``polling.claims``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+
+from polling import claims, selectors, services
+from polling.assignment import shards_for
+from polling.dispatch.base import ClaimedJob, Sink
+from polling.models import PollerState
+from polling.retries import results_build
+from scheduling import conf as scheduling_conf
+from scheduling import keys
+from scheduling.buckets import shard_counts_record
+from scheduling.clock import db_now, is_closed
+
+logger = logging.getLogger(__name__)
+
+SWEEP_BATCH_ROWS = 1000
+
+
+class Poller:
+    """One poller: owns shards through leases and drains them oldest bucket first."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        sink: Sink,
+        batch_size: int,
+        poll_interval: float,
+        sweep_every: float,
+        host: str = "",
+        pid: int = 0,
+        version: str = "",
+        clock: Callable[[], datetime] = db_now,
+    ) -> None:
+        self.name = name
+        self.sink = sink
+        self.batch_size = batch_size
+        self.poll_interval = poll_interval
+        self.sweep_every = sweep_every
+        self.host, self.pid, self.version = host, pid, version
+        self.clock = clock
+        self.lease_seconds = scheduling_conf.lease_seconds()
+        self.width = scheduling_conf.bucket_seconds()
+        self.leases: dict[int, int] = {}  # shard -> epoch I hold
+        self.state = PollerState.ACTIVE
+        self.stopping = threading.Event()
+        self._known_shards = 0
+        self._next_maintenance: datetime | None = None
+        self._next_sweep = 0.0
+        self._standby_warned = False
+        self._stranded = False
+        self._base: tuple[datetime, float] | None = None
+
+    # --- time ------------------------------------------------------------------
+
+    def _now(self) -> datetime:
+        """The iteration's database time plus the monotonic time elapsed since."""
+        assert self._base is not None
+        base, mono = self._base
+        return base + timedelta(seconds=time.monotonic() - mono)
+
+    # --- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> None:
+        now = self.clock()
+        services.poller_register(
+            name=self.name,
+            host=self.host,
+            pid=self.pid,
+            version=self.version,
+            now=now,
+            lease_seconds=self.lease_seconds,
+        )
+        logger.info("poller %s: registered (lease %ss)", self.name, self.lease_seconds)
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def run(self, *, once: bool = False) -> None:
+        """Loop until ``stop()`` (or one pass with ``once``), then shut down cleanly."""
+        try:
+            while not self.stopping.is_set():
+                busy = self.step()
+                if once:
+                    break
+                if not busy:
+                    self.stopping.wait(self.poll_interval * random.uniform(0.8, 1.2))  # noqa: S311
+        finally:
+            self.shutdown()
+
+    def step(self, now: datetime | None = None) -> bool:
+        """One iteration that never raises: on failure, give up every lease.
+
+        Claims of this epoch may be stranded by the failure (say, a write-back that
+        did not commit): dropping the leases makes the next owner, maybe this
+        poller, take a new epoch and return them to pending.
+        """
+        try:
+            return self.iterate(now)
+        except Exception:
+            logger.exception("poller %s: iteration failed; dropping leases", self.name)
+            _reset_broken_connection()
+            self._drop_all_leases()
+            return False
+
+    def shutdown(self) -> None:
+        self._drop_all_leases()
+        try:
+            services.poller_stop(name=self.name, now=self.clock())
+        except Exception:
+            logger.exception("poller %s: could not mark itself stopped", self.name)
+        self.sink.close()
+        logger.info("poller %s: stopped", self.name)
+
+    def _drop_all_leases(self) -> None:
+        """Release every lease this poller holds (all indices: owner = me is the filter).
+
+        If that fails (database down), ``_stranded`` stays set and no lease is renewed
+        until a release succeeds, so claims of the current epoch are never kept: the
+        next owner takes a new epoch and returns them to pending.
+        """
+        try:
+            released = claims.lease_release(owner=self.name, shards=range(self._known_shards))
+        except Exception:
+            logger.exception("poller %s: could not release leases", self.name)
+            self._stranded = True
+        else:
+            self._stranded = False
+            if released:
+                logger.info("poller %s: released shards %s", self.name, released)
+        self.leases = {}
+
+    # --- one iteration -----------------------------------------------------------
+
+    def iterate(self, now: datetime | None = None) -> bool:
+        """One pass over owned shards; True if a full batch was claimed (more waits)."""
+        self._base = (now or self.clock(), time.monotonic())
+        self._maintain()
+        if self.stopping.is_set() or not self.leases:
+            return False
+        now = self._now()
+        if time.monotonic() >= self._next_sweep:
+            self._next_sweep = time.monotonic() + self.sweep_every
+            self._sweep(now)
+        open_bucket = keys.bucket_of(now, self.width)
+        step = timedelta(seconds=self.width)
+        last_closed = open_bucket - step if is_closed(open_bucket - step, now) else None
+        last_closed = last_closed or open_bucket - 2 * step
+        fronts = claims.frontier(shards=self.leases, open_bucket=open_bucket)
+        targets: dict[int, tuple[int, datetime]] = {}
+        for shard, front in fronts.items():
+            target = min(last_closed, front.bucket - step) if front.bucket else last_closed
+            if shard in self.leases and (front.checkpoint is None or target > front.checkpoint):
+                targets[shard] = (self.leases[shard], target)
+        if targets:
+            moved = claims.checkpoint_advance(owner=self.name, targets=targets, now=now)
+            if moved:
+                logger.debug("poller %s: checkpoints advanced %s", self.name, moved)
+        # Oldest bucket first; skip shards whose first bucket holds nothing due yet.
+        work = sorted(
+            (front.bucket, shard)
+            for shard, front in fronts.items()
+            if front.bucket and front.next_due and front.next_due <= now
+        )
+        busy = False
+        for bucket, shard in work:
+            if self.stopping.is_set():
+                break
+            self._renew_if_due()
+            if shard not in self.leases:
+                continue
+            busy |= self._batch(bucket, shard) >= self.batch_size
+        return busy
+
+    def _batch(self, bucket: datetime, shard: int) -> int:
+        """Claim, deliver and write back one batch of ``(bucket, shard)``."""
+        now = self._now()
+        jobs = claims.claim(
+            owner=self.name,
+            epoch=self.leases[shard],
+            bucket=bucket,
+            shard=shard,
+            now=now,
+            limit=self.batch_size,
+        )
+        if not jobs:
+            return 0
+        expired = [j for j in jobs if j.expires_at is not None and j.expires_at <= now]
+        live: list[ClaimedJob] = jobs
+        if expired:
+            gone = {j.id for j in expired}
+            live = [j for j in jobs if j.id not in gone]
+        outcomes = self.sink.deliver(live) if live else []
+        self._renew_if_due()  # a slow batch must not let the lease lapse before write-back
+        now = self._now()
+        with transaction.atomic():
+            results = results_build(jobs=live, outcomes=outcomes, expired=expired, now=now)
+            written = claims.write_back(owner=self.name, results=results, now=now)
+        if len(written) < len(results):
+            logger.warning(
+                "poller %s: shard %s bucket %s: %s of %s results fenced out (lease lost)",
+                self.name,
+                shard,
+                bucket.isoformat(),
+                len(results) - len(written),
+                len(results),
+            )
+            self.leases.pop(shard, None)
+        logger.debug(
+            "poller %s: shard %s bucket %s: %s claimed", self.name, shard, bucket, len(jobs)
+        )
+        return len(jobs)
+
+    # --- leases and assignment -----------------------------------------------------
+
+    def _maintenance_due(self, now: datetime) -> bool:
+        return self._next_maintenance is None or now >= self._next_maintenance
+
+    def _renew_if_due(self) -> None:
+        now = self._now()
+        if self._maintenance_due(now):
+            self._heartbeat_and_renew(now)
+
+    def _heartbeat_and_renew(self, now: datetime) -> None:
+        # Every lease/3 of database time, so a lease survives two missed renewals.
+        self._next_maintenance = now + timedelta(seconds=self.lease_seconds / 3)
+        state = services.poller_heartbeat(name=self.name, now=now)
+        if state is None:
+            self.start()
+            state = PollerState.ACTIVE
+        if state != self.state:
+            logger.info("poller %s: state %s -> %s", self.name, self.state, state)
+            self.state = PollerState(state)
+        until = now + timedelta(seconds=self.lease_seconds)
+        held = claims.lease_renew(owner=self.name, now=now, until=until)
+        lost = set(self.leases) - set(held)
+        if lost:
+            logger.warning("poller %s: lost leases on shards %s", self.name, sorted(lost))
+        self.leases = held
+        count = selectors.shard_count_max()
+        if count > self._known_shards:
+            services.shard_rows_ensure(shard_count=count)
+            self._known_shards = count
+
+    def _maintain(self) -> None:
+        """Heartbeat and renew every lease/3; acquire and release toward the assignment."""
+        now = self._now()
+        if self._stranded:
+            self._drop_all_leases()
+            if self._stranded:
+                return
+        if self._maintenance_due(now):
+            self._heartbeat_and_renew(now)
+        live, pins = selectors.assignment_inputs(now=now, lease_seconds=self.lease_seconds)
+        if self.state == PollerState.ACTIVE:
+            wanted = shards_for(self.name, shard_count=self._known_shards, live=live, pins=pins)
+        else:
+            wanted = set()
+        self._warn_if_standby(wanted, live)
+        surplus = set(self.leases) - wanted
+        if surplus:
+            released = claims.lease_release(owner=self.name, shards=surplus)
+            logger.info("poller %s: released shards %s", self.name, released)
+            for shard in surplus:
+                self.leases.pop(shard, None)
+        missing = wanted - set(self.leases)
+        if missing and not self.stopping.is_set():
+            until = now + timedelta(seconds=self.lease_seconds)
+            got = claims.lease_acquire(owner=self.name, shards=missing, now=now, until=until)
+            if got:
+                returned = claims.claims_return_stale(owner=self.name, shards=got, now=now)
+                logger.info(
+                    "poller %s: acquired shards %s (epochs %s); %s stale claims returned",
+                    self.name,
+                    sorted(got),
+                    sorted(set(got.values())),
+                    returned,
+                )
+                self.leases.update(got)
+
+    def _warn_if_standby(self, wanted: set[int], live: set[str]) -> None:
+        standby = self.state == PollerState.ACTIVE and not wanted and self._known_shards > 0
+        if standby and not self._standby_warned:
+            logger.warning(
+                "poller %s: standby: %s live pollers for %s shards; this one owns none",
+                self.name,
+                len(live | {self.name}),
+                self._known_shards,
+            )
+        self._standby_warned = standby
+
+    # --- sweep ----------------------------------------------------------------------
+
+    def _sweep(self, now: datetime) -> None:
+        """Move pending rows stranded behind my shards' checkpoints to the open bucket."""
+        stranded = claims.sweep_find(owner=self.name, now=now, limit=SWEEP_BATCH_ROWS)
+        if not stranded:
+            return
+        open_bucket = keys.bucket_of(now, self.width)
+        with transaction.atomic():
+            count = shard_counts_record([open_bucket])[open_bucket]
+            moves = [
+                (job_id, bucket, shard, epoch, open_bucket, keys.shard_of(job_id, count))
+                for job_id, shard, bucket, epoch in stranded
+            ]
+            moved = claims.sweep_move(owner=self.name, moves=moves, now=now)
+        logger.warning(
+            "poller %s: swept %s late-written rows into bucket %s",
+            self.name,
+            moved,
+            open_bucket.isoformat(),
+        )
+
+
+def _reset_broken_connection() -> None:
+    """Close the connection if it is broken, so the next query reconnects."""
+    try:
+        alive = connection.connection is not None and not connection.in_atomic_block
+        if alive and not connection.is_usable():
+            connection.close()
+    except Exception:
+        logger.exception("could not reset the database connection")

@@ -1,0 +1,78 @@
+"""What happens to a delivered, failed or expired job: the write-back rows.
+
+Retries move the row to its new due time's ``(bucket, shard)`` through the same
+machinery as a new job (``shard_counts_record`` + ``keys.shard_of``), in bulk.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from polling import conf
+from polling.claims import Result
+from polling.dispatch.base import ClaimedJob, Outcome
+from scheduling import keys
+from scheduling.buckets import shard_counts_record
+from scheduling.clock import open_bucket
+from scheduling.conf import bucket_seconds
+
+_MAX_ERROR_CHARS = 2000
+
+
+def backoff_seconds(
+    attempt: int, *, retry_after: float | None = None, rng: random.Random | None = None
+) -> float:
+    """Exponential backoff with jitter: ``base * 2**(attempt-1)``, capped, times 0.5-1.0.
+
+    A target's Retry-After is honoured as a lower bound (still capped).
+    """
+    base, cap = conf.retry_base_seconds(), conf.retry_cap_seconds()
+    delay = min(cap, base * 2 ** max(0, attempt - 1))
+    delay *= 0.5 + 0.5 * (rng or random).random()
+    if retry_after is not None and retry_after > 0:
+        delay = max(delay, min(cap, retry_after))
+    return delay
+
+
+def results_build(
+    *,
+    jobs: Sequence[ClaimedJob],
+    outcomes: Sequence[Outcome],
+    expired: Sequence[ClaimedJob],
+    now: datetime,
+) -> list[Result]:
+    """Turn outcomes into write-back rows; record the shard counts retries land in.
+
+    Call inside the transaction of the write-back (``shard_counts_record`` caches
+    a count only once it is committed).
+    """
+    by_id = {job.id: job for job in jobs}
+    results = [
+        Result(j.id, "expired", j.due_at, j.bucket, j.shard, "expired before delivery")
+        for j in expired
+    ]
+    retries: list[tuple[ClaimedJob, datetime, datetime, str]] = []
+    max_attempts = conf.max_attempts()
+    for outcome in outcomes:
+        job = by_id[outcome.job_id]
+        error = outcome.error[:_MAX_ERROR_CHARS]
+        if outcome.result == "delivered":
+            results.append(Result(job.id, "delivered", job.due_at, job.bucket, job.shard))
+        elif outcome.result == "dead" or job.attempt >= max_attempts:
+            if outcome.result != "dead":
+                error = f"gave up after {job.attempt} attempts: {error}"[:_MAX_ERROR_CHARS]
+            results.append(Result(job.id, "dead", job.due_at, job.bucket, job.shard, error))
+        else:
+            delay = backoff_seconds(job.attempt, retry_after=outcome.retry_after_seconds)
+            due = now + timedelta(seconds=delay)
+            bucket = max(keys.bucket_of(due, bucket_seconds()), open_bucket(now))
+            retries.append((job, due, bucket, error))
+    if retries:
+        counts = shard_counts_record({bucket for _, _, bucket, _ in retries})
+        results.extend(
+            Result(job.id, "pending", due, bucket, keys.shard_of(job.id, counts[bucket]), error)
+            for job, due, bucket, error in retries
+        )
+    return results

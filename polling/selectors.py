@@ -1,0 +1,95 @@
+"""Reads for pollers, the lag command and the admin: no locks, no writes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import connection
+from django.db.models import Count, Max, Min
+
+from polling.models import PollerState, ShardCheckpoint, ShardLease
+from polling.sqlutil import dt
+from scheduling import conf as scheduling_conf
+from scheduling import keys
+from scheduling.models import Bucket, Job, JobStatus, ShardCountSchedule
+
+ASSIGNMENT_INPUTS_SQL = """
+SELECT 'live', name, NULL FROM polling_poller WHERE state = %s AND heartbeat_at > %s
+UNION ALL
+SELECT 'pin', pinned_to, shard FROM polling_shardlease WHERE pinned_to IS NOT NULL
+"""
+
+
+def assignment_inputs(*, now: datetime, lease_seconds: int) -> tuple[set[str], dict[int, str]]:
+    """Live pollers (active, heartbeat within the lease) and operator pins, in one query."""
+    since = now - timedelta(seconds=lease_seconds)
+    with connection.cursor() as cursor:
+        cursor.execute(ASSIGNMENT_INPUTS_SQL, [PollerState.ACTIVE.value, dt(since)])
+        rows = cursor.fetchall()
+    live = {name for kind, name, _ in rows if kind == "live"}
+    pins = {int(shard): name for kind, name, shard in rows if kind == "pin"}
+    return live, pins
+
+
+def shard_count_max() -> int:
+    """The highest shard count of any schedule row or recorded bucket: leases needed."""
+    scheduled = ShardCountSchedule.objects.aggregate(m=Max("shard_count"))["m"] or 0
+    recorded = Bucket.objects.aggregate(m=Max("shard_count"))["m"] or 0
+    return max(scheduled, recorded, 1)
+
+
+@dataclass(frozen=True)
+class ShardLag:
+    shard: int
+    owner: str | None
+    epoch: int
+    expires_at: datetime | None
+    pinned_to: str | None
+    checkpoint: datetime | None
+    lag_seconds: float
+    due_backlog: int
+    oldest_due_age_seconds: float | None
+
+
+def shard_lag_list(*, now: datetime) -> list[ShardLag]:
+    """Per shard: owner, epoch, checkpoint, lag, due backlog and oldest due job age.
+
+    Lag is ``now - (checkpoint + W)`` while due jobs wait (0 when none do). The
+    backlog is one grouped query over pending rows in buckets up to the open one,
+    so it reads the backlog's own index range, never the future.
+    """
+    width = scheduling_conf.bucket_seconds()
+    open_bucket = keys.bucket_of(now, width)
+    backlog = {
+        row["shard"]: row
+        for row in Job.objects.filter(
+            status=JobStatus.PENDING, bucket__lte=open_bucket, due_at__lte=now
+        )
+        .values("shard")
+        .annotate(depth=Count("id"), oldest=Min("due_at"))
+    }
+    checkpoints = dict(ShardCheckpoint.objects.values_list("shard", "last_drained"))
+    result: list[ShardLag] = []
+    for lease in ShardLease.objects.order_by("shard"):
+        row = backlog.get(lease.shard)
+        checkpoint = checkpoints.get(lease.shard)
+        depth = row["depth"] if row else 0
+        lag = 0.0
+        if depth:
+            start = checkpoint + timedelta(seconds=width) if checkpoint else row["oldest"]
+            lag = max(0.0, (now - start).total_seconds())
+        result.append(
+            ShardLag(
+                shard=lease.shard,
+                owner=lease.owner if lease.expires_at and lease.expires_at > now else None,
+                epoch=lease.epoch,
+                expires_at=lease.expires_at,
+                pinned_to=lease.pinned_to,
+                checkpoint=checkpoint,
+                lag_seconds=lag,
+                due_backlog=depth,
+                oldest_due_age_seconds=(now - row["oldest"]).total_seconds() if row else None,
+            )
+        )
+    return result

@@ -1,0 +1,95 @@
+"""Small adapters between raw SQL and Python values, for PostgreSQL and SQLite.
+
+Raw statements bypass model fields, so values are prepared here the way the
+fields would: SQLite keeps datetimes as naive UTC text and UUIDs as 32 hex digits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from django.db import connection
+from django.utils.dateparse import parse_datetime
+
+from scheduling.keys import EPOCH
+
+
+def is_postgres() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def dt(value: datetime | None) -> Any:
+    """A datetime as the database stores it (naive UTC text on SQLite)."""
+    if value is None:
+        return None
+    return connection.ops.adapt_datetimefield_value(value)
+
+
+def floor() -> Any:
+    """The lower bound used for a checkpoint that drained nothing yet."""
+    return dt(EPOCH)
+
+
+def uid(value: UUID) -> Any:
+    return value if is_postgres() else value.hex
+
+
+def to_dt(value: Any) -> datetime | None:
+    """A datetime read back from a raw cursor, timezone-aware in UTC."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        parsed = parse_datetime(value)
+        if parsed is None:
+            raise ValueError(f"not a datetime: {value!r}")
+        value = parsed
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def to_uuid(value: Any) -> UUID:
+    return value if isinstance(value, UUID) else UUID(str(value))
+
+
+def to_json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes | bytearray) else value
+
+
+def fetch_all(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """Run one statement; return its rows (RETURNING included), or [] if it has none."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall()) if cursor.description else []
+
+
+def rowcount(sql: str, params: Sequence[Any]) -> int:
+    """Run one statement; return how many rows it changed."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def placeholders(count: int) -> str:
+    """``%s, %s, ...`` for an ``IN (...)`` list."""
+    return ", ".join(["%s"] * count)
+
+
+def values_rows(rows: Sequence[Sequence[Any]]) -> tuple[str, list[Any]]:
+    """``(%s, %s), (%s, %s)`` and the flat parameters for a VALUES list."""
+    width = len(rows[0])
+    row = "(" + ", ".join(["%s"] * width) + ")"
+    return ", ".join([row] * len(rows)), [value for r in rows for value in r]
+
+
+def skip_locked() -> str:
+    """Row locking for a claim subquery: only PostgreSQL has SKIP LOCKED.
+
+    SQLite serialises writers (IMMEDIATE transactions, one writer at a time), so a
+    single UPDATE there is already atomic against other pollers.
+    """
+    return "FOR UPDATE OF j SKIP LOCKED" if is_postgres() else ""

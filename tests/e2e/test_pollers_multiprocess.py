@@ -1,0 +1,259 @@
+"""Several ``runpoller`` processes on PostgreSQL: sharing, crashes, pauses, scale-out.
+
+Subprocesses use a 3 s lease and a 0.2 s poll interval so the whole module takes
+about two minutes. Delivery counts come from the ``record`` handler's log (one line
+per delivery) and from SQL over the jobs table.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta
+
+import pytest
+from django.db import connection
+
+from polling.assignment import assignment
+from polling.models import ShardLease
+from scheduling.clock import db_now
+from scheduling.models import Job
+from scheduling.services import JobSpec, job_schedule_many
+from tests.support.factories import team_create
+from tests.support.procs import ROOT, child_env
+from tests.support.recording import deliveries
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        connection.vendor != "postgresql",
+        reason="multi-process pollers need PostgreSQL (SKIP LOCKED, concurrent writers)",
+    ),
+]
+
+LEASE = 3.0
+POLL = 0.2
+
+
+@pytest.fixture
+def procs(tmp_path):
+    """Start runpoller processes; every one still alive is killed at teardown."""
+    started: list[subprocess.Popen] = []
+
+    def start(name: str, *args: str, handler_sleep: float = 1.0) -> subprocess.Popen:
+        env = child_env(
+            SENDLATER_LEASE_SECONDS=str(int(LEASE)),
+            SENDLATER_POLL_INTERVAL_SECONDS=str(POLL),
+            SENDLATER_SWEEP_SECONDS="2",
+            SENDLATER_SHUTDOWN_GRACE_SECONDS="20",
+            SENDLATER_HANDLER_MODULES="tests.support.recording",
+            SENDLATER_TEST_RECORD_DIR=str(tmp_path),
+            SENDLATER_TEST_SLOW_SECONDS=str(handler_sleep),
+            SENDLATER_DB_POOL="false",
+        )
+        log = open(tmp_path / f"{name}.stderr", "w")  # noqa: SIM115 (closed with the process)
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "runpoller", "--name", name, *args],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def schedule(n: int, *, start_in: float, over: float, handler: str = "record") -> datetime:
+    team = team_create(slug=f"t{time.monotonic_ns()}")
+    first = db_now() + timedelta(seconds=start_in)
+    specs = [
+        JobSpec(
+            due_at=first + timedelta(seconds=over * i / n),
+            target_kind="handler",
+            target=handler,
+            payload={"i": i},
+        )
+        for i in range(n)
+    ]
+    for chunk in range(0, n, 5000):
+        job_schedule_many(team=team, specs=specs[chunk : chunk + 5000])
+    return first
+
+
+def wait_for(predicate, timeout: float, what: str, step: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def sql(query: str, params=()):
+    with connection.cursor() as cursor:
+        cursor.execute(query, params)
+        return cursor.fetchall()
+
+
+def assert_all_delivered_never_early(n: int) -> None:
+    (row,) = sql(
+        "SELECT count(*) FILTER (WHERE status = 'delivered'),"
+        " count(*) FILTER (WHERE status IN ('pending', 'claimed')),"
+        " count(*) FILTER (WHERE delivered_at < due_at) FROM scheduling_job"
+    )
+    assert row == (n, 0, 0)
+
+
+def due_times() -> dict[str, float]:
+    return {str(i): d.timestamp() for i, d in Job.objects.values_list("id", "due_at")}
+
+
+def stop_all(procs_: list[subprocess.Popen]) -> None:
+    for proc in procs_:
+        proc.send_signal(signal.SIGTERM)
+    for proc in procs_:
+        assert proc.wait(timeout=15) == 0
+    assert not ShardLease.objects.filter(owner__isnull=False).exists()
+
+
+def owners() -> dict[int, str | None]:
+    return dict(ShardLease.objects.values_list("shard", "owner"))
+
+
+def test_three_pollers_deliver_20000_jobs_exactly_once_never_early(procs, tmp_path) -> None:
+    n = 20_000
+    schedule(n, start_in=6, over=30)
+    pollers = [procs(f"p{i}", "--batch-size", "500", "--concurrency", "4") for i in range(3)]
+    wait_for(lambda: Job.objects.filter(status="delivered").count() == n, 90, "all delivered")
+    assert_all_delivered_never_early(n)
+    assert Job.objects.exclude(attempts=1).count() == 0
+    log = deliveries(tmp_path)
+    assert len(log) == n and len({job_id for job_id, *_ in log}) == n
+    dues = due_times()
+    assert all(at >= dues[job_id] for job_id, _, at, _ in log)
+    assert len({pid for *_, pid in log}) == 3  # the work really was shared
+    stop_all(pollers)
+
+
+def test_kill_9_shards_taken_over_within_lease_nothing_lost(procs, tmp_path) -> None:
+    n, batch = 6000, 100
+    schedule(n, start_in=4, over=15)
+    pollers = [procs(f"k{i}", "--batch-size", str(batch)) for i in range(3)]
+    wait_for(lambda: Job.objects.filter(status="delivered").count() > n // 4, 60, "progress")
+    victim = pollers[0]
+    held = {
+        s: e for s, o, e in ShardLease.objects.values_list("shard", "owner", "epoch") if o == "k0"
+    }
+    assert held
+    victim.kill()
+    killed_at = time.monotonic()
+    victim.wait(timeout=5)
+
+    def taken_over() -> bool:
+        rows = ShardLease.objects.filter(shard__in=held).values_list("shard", "owner", "epoch")
+        return all(o in ("k1", "k2") and e > held[s] for s, o, e in rows)
+
+    wait_for(taken_over, LEASE + POLL + 5, "takeover", step=0.05)
+    took = time.monotonic() - killed_at
+    assert took <= LEASE + POLL + 1.0, f"takeover took {took:.2f}s"
+    wait_for(lambda: Job.objects.filter(status="delivered").count() == n, 60, "all delivered")
+    assert_all_delivered_never_early(n)
+    log = deliveries(tmp_path)
+    assert {job_id for job_id, *_ in log} == set(due_times())  # nothing lost
+    assert len(log) - n <= batch  # duplicates: at most the victim's in-flight batch
+    stop_all(pollers[1:])
+
+
+def test_sigstop_past_lease_fenced_writes_change_nothing(procs, tmp_path) -> None:
+    schedule(10, start_in=-1, over=0.5, handler="slow_record")
+    a = procs("a", "--once", "--batch-size", "5", "--concurrency", "5", handler_sleep=2.0)
+    claimed = wait_for(
+        lambda: list(
+            Job.objects.filter(status="claimed", claim_owner="a").values_list(
+                "id", "shard", "claim_epoch"
+            )
+        ),
+        30,
+        "a's first claim",
+        step=0.02,
+    )
+    a.send_signal(signal.SIGSTOP)
+    try:
+        ids = [i for i, _, _ in claimed]
+        a_epoch = {s: e for _, s, e in claimed}
+        b = procs("b", "--batch-size", "5", "--concurrency", "5", handler_sleep=0.1)
+
+        def b_delivered_them() -> bool:
+            rows = Job.objects.filter(id__in=ids).values_list("status", "claim_owner")
+            return all(row == ("delivered", "b") for row in rows)
+
+        wait_for(b_delivered_them, 30, "b to take over and deliver a's claimed rows")
+        leases = dict(ShardLease.objects.filter(shard__in=a_epoch).values_list("shard", "epoch"))
+        assert all(leases[s] > e for s, e in a_epoch.items())
+        fields = ("id", "status", "claim_owner", "claim_epoch", "delivered_at", "updated_at")
+        before = sorted(Job.objects.filter(id__in=ids).values_list(*fields))
+    finally:
+        a.send_signal(signal.SIGCONT)
+    assert a.wait(timeout=30) == 0  # finishes its batch, writes back (fenced), exits
+    after = sorted(Job.objects.filter(id__in=ids).values_list(*fields))
+    assert after == before
+    assert all(
+        epoch == leases[shard]
+        for _, shard, epoch in Job.objects.filter(id__in=ids).values_list(
+            "id", "shard", "claim_epoch"
+        )
+    )
+    assert "fenced out" in (tmp_path / "a.stderr").read_text()
+    wait_for(lambda: Job.objects.filter(status="delivered").count() == 10, 30, "all delivered")
+    assert not Job.objects.filter(claim_owner="a").exists()
+    stop_all([b])
+
+
+def test_fourth_poller_moves_about_a_quarter_of_shards(procs, tmp_path) -> None:
+    n = 4000
+    schedule(n, start_in=3, over=25)
+    names = ["q1", "q2", "q3"]
+    pollers = [procs(name, "--batch-size", "200") for name in names]
+    three = assignment(shard_count=64, live=names)
+    wait_for(lambda: owners() == three, 30, "three-poller assignment")
+    pollers.append(procs("q4", "--batch-size", "200"))
+    four = assignment(shard_count=64, live=[*names, "q4"])
+    wait_for(lambda: owners() == four, 30, "four-poller assignment")
+    moved = {s for s in three if three[s] != four[s]}
+    assert all(four[s] == "q4" for s in moved)
+    assert 8 <= len(moved) <= 26, len(moved)  # expected 16 of 64
+    wait_for(lambda: Job.objects.filter(status="delivered").count() == n, 60, "all delivered")
+    assert_all_delivered_never_early(n)
+    log = deliveries(tmp_path)
+    assert {job_id for job_id, *_ in log} == set(due_times())
+    assert len(log) == n  # graceful hand-offs: no duplicates
+    stop_all(pollers)
+
+
+def test_sigterm_finishes_in_flight_batch_releases_leases_exits_0(procs, tmp_path) -> None:
+    schedule(5, start_in=-1, over=0.1, handler="slow_record")
+    poller = procs("t", "--batch-size", "5", "--concurrency", "5", handler_sleep=2.0)
+    claimed = wait_for(
+        lambda: list(Job.objects.filter(status="claimed").values_list("id", flat=True)),
+        30,
+        "a claim",
+        step=0.02,
+    )
+    poller.send_signal(signal.SIGTERM)
+    asked = time.monotonic()
+    assert poller.wait(timeout=15) == 0
+    assert time.monotonic() - asked < 5  # the 2 s batch, then release and exit
+    assert set(Job.objects.filter(id__in=claimed).values_list("status", flat=True)) == {"delivered"}
+    assert not ShardLease.objects.filter(owner__isnull=False).exists()
+    assert sql("SELECT state FROM polling_poller WHERE name = 't'") == [("stopped",)]

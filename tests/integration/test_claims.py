@@ -1,0 +1,169 @@
+"""The fenced statements of polling.claims, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from polling import claims
+from polling.claims import Result
+from polling.models import ShardCheckpoint, ShardLease
+from polling.services import shard_rows_ensure
+from scheduling import keys
+from scheduling.models import Job, JobStatus
+from scheduling.services import job_schedule_many
+from tests.support.factories import job_spec
+from tests.support.pollers import future_base
+
+pytestmark = pytest.mark.django_db
+L = timedelta(seconds=15)
+
+
+@pytest.fixture
+def base():
+    shard_rows_ensure(shard_count=64)
+    return future_base()
+
+
+def schedule(team, base, n=20, offset=timedelta(seconds=5)):
+    specs = [job_spec(due_at=base + offset + timedelta(milliseconds=i)) for i in range(n)]
+    return [job for job, _ in job_schedule_many(team=team, specs=specs, now=base)]
+
+
+def claimed_by_a(team, base, *, n):
+    """Schedule ``n`` jobs; "a" leases the first one's shard and claims its due rows."""
+    shard = schedule(team, base, n=n)[0].shard
+    bucket = keys.bucket_of(base, 60)
+    now = base + timedelta(seconds=10)
+    epoch = claims.lease_acquire(owner="a", shards=[shard], now=base, until=base + L)[shard]
+    got = claims.claim(owner="a", epoch=epoch, bucket=bucket, shard=shard, now=now, limit=50)
+    return got, shard, bucket, now
+
+
+def test_acquire_increments_epoch_and_only_free_or_expired(base) -> None:
+    got = claims.lease_acquire(owner="a", shards=[0, 1], now=base, until=base + L)
+    assert got == {0: 1, 1: 1}
+    assert claims.lease_acquire(owner="b", shards=[0, 1, 2], now=base, until=base + L) == {2: 1}
+    later = base + L
+    assert claims.lease_acquire(owner="b", shards=[0], now=later, until=later + L) == {0: 2}
+    assert ShardLease.objects.get(shard=0).owner == "b"
+
+
+def test_renew_keeps_only_unexpired_and_release_is_owner_only(base) -> None:
+    claims.lease_acquire(owner="a", shards=[0, 1], now=base, until=base + L)
+    assert claims.lease_renew(owner="a", now=base + timedelta(seconds=5), until=base + 2 * L) == {
+        0: 1,
+        1: 1,
+    }
+    assert claims.lease_renew(owner="a", now=base + 3 * L, until=base + 4 * L) == {}
+    claims.lease_acquire(owner="b", shards=[0], now=base + 3 * L, until=base + 4 * L)
+    assert claims.lease_release(owner="a", shards=[0, 1]) == [1]
+    assert ShardLease.objects.get(shard=0).owner == "b"
+    assert not claims.lease_release_fenced(shard=0, owner="b", epoch=1)
+    assert claims.lease_release_fenced(shard=0, owner="b", epoch=2)
+
+
+def test_claim_is_fenced_ordered_and_due_only(team, base) -> None:
+    jobs = schedule(team, base, n=30)
+    shard = jobs[0].shard
+    in_shard = sorted((j for j in jobs if j.shard == shard), key=lambda j: j.due_at)
+    epoch = claims.lease_acquire(owner="a", shards=[shard], now=base, until=base + L)[shard]
+    bucket = keys.bucket_of(base, 60)
+    # Not due yet: nothing.
+    assert not claims.claim(owner="a", epoch=epoch, bucket=bucket, shard=shard, now=base, limit=9)
+    now = base + timedelta(seconds=10)
+    # Wrong epoch, wrong owner, expired lease: fenced out.
+    assert not claims.claim(
+        owner="a", epoch=epoch + 1, bucket=bucket, shard=shard, now=now, limit=9
+    )
+    assert not claims.claim(owner="b", epoch=epoch, bucket=bucket, shard=shard, now=now, limit=9)
+    late = base + L
+    assert not claims.claim(owner="a", epoch=epoch, bucket=bucket, shard=shard, now=late, limit=9)
+    got = claims.claim(owner="a", epoch=epoch, bucket=bucket, shard=shard, now=now, limit=1)
+    assert [g.id for g in got] == [in_shard[0].id]
+    assert got[0].attempt == 1 and got[0].payload == {"n": 1} and got[0].target == "noop"
+    row = Job.objects.get(id=got[0].id)
+    assert (row.status, row.claim_owner, row.claim_epoch) == (JobStatus.CLAIMED, "a", epoch)
+
+
+def test_write_back_is_fenced_by_lease_epoch(team, base) -> None:
+    got, shard, _, _ = claimed_by_a(team, base, n=10)
+    # b takes the shard over after a's lease expired: a's write-back changes nothing.
+    later = base + L + timedelta(seconds=1)
+    claims.lease_acquire(owner="b", shards=[shard], now=later, until=later + L)
+    results = [Result(j.id, "delivered", j.due_at, j.bucket, j.shard) for j in got]
+    assert claims.write_back(owner="a", results=results, now=later) == set()
+    assert set(Job.objects.filter(shard=shard).values_list("status", flat=True)) == {"claimed"}
+    assert claims.claims_return_stale(owner="b", shards=[shard], now=later) == len(got)
+    assert not Job.objects.filter(status="claimed").exists()
+    assert set(Job.objects.filter(shard=shard).values_list("claim_epoch", flat=True)) == {None}
+
+
+def test_write_back_outcomes_in_one_statement(team, base, django_assert_num_queries) -> None:
+    got, _, bucket, now = claimed_by_a(team, base, n=40)
+    assert got
+    new_bucket = bucket + timedelta(minutes=5)
+    statuses = ["delivered", "pending", "dead", "expired"]
+    results = [
+        Result(
+            j.id,
+            statuses[i % 4],
+            j.due_at if i % 4 != 1 else new_bucket,
+            j.bucket if i % 4 != 1 else new_bucket,
+            j.shard if i % 4 != 1 else keys.shard_of(j.id, 64),
+            "e" if i % 4 else "",
+        )
+        for i, j in enumerate(got)
+    ]
+    with django_assert_num_queries(1):
+        written = claims.write_back(owner="a", results=results, now=now)
+    assert written == {j.id for j in got}
+    for r in results:
+        row = Job.objects.get(id=r.job_id)
+        assert row.status == r.status
+        assert (row.bucket, row.shard) == (r.bucket, r.shard)
+        assert (row.delivered_at == now) == (r.status == "delivered")
+        assert (row.claim_owner is None) == (r.status == "pending")
+
+
+def test_checkpoint_advances_only_past_drained_buckets_and_fenced(team, base) -> None:
+    jobs = schedule(team, base, n=5)
+    shard = jobs[0].shard
+    epoch = claims.lease_acquire(owner="a", shards=[shard], now=base, until=base + L)[shard]
+    bucket = keys.bucket_of(base, 60)
+    later = bucket + timedelta(minutes=10)
+    # Shard still holds pending rows in ``bucket``: cannot pass it.
+    now = base + timedelta(seconds=1)
+    assert claims.checkpoint_advance(owner="a", targets={shard: (epoch, later)}, now=now) == {}
+    # Up to just before it is fine.
+    before = bucket - timedelta(minutes=1)
+    moved = claims.checkpoint_advance(owner="a", targets={shard: (epoch, before)}, now=now)
+    assert moved == {shard: before}
+    # Wrong epoch: nothing.
+    other = jobs[0].shard + 1 if jobs[0].shard < 63 else 0
+    assert claims.checkpoint_advance(owner="a", targets={other: (epoch, before)}, now=now) == {}
+    Job.objects.filter(shard=shard).update(status="delivered")
+    moved = claims.checkpoint_advance(owner="a", targets={shard: (epoch, later)}, now=now)
+    assert moved == {shard: later}
+    assert ShardCheckpoint.objects.get(shard=shard).last_drained == later
+    # Never backwards.
+    assert claims.checkpoint_advance(owner="a", targets={shard: (epoch, before)}, now=now) == {}
+
+
+def test_frontier_finds_first_non_empty_bucket(team, base) -> None:
+    far = base + timedelta(minutes=30)
+    near = schedule(team, base, n=3)
+    later = schedule(team, far, n=3)
+    shards = {j.shard for j in near + later}
+    result = claims.frontier(shards=range(64), open_bucket=far + timedelta(hours=1))
+    for shard in range(64):
+        checkpoint, first = result[shard].checkpoint, result[shard].bucket
+        assert checkpoint is None
+        assert (result[shard].next_due is None) == (first is None)
+        if shard in {j.shard for j in near}:
+            assert first == keys.bucket_of(base, 60)
+        elif shard in shards:
+            assert first == keys.bucket_of(far, 60)
+        else:
+            assert first is None

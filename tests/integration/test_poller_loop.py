@@ -1,0 +1,261 @@
+"""The poller loop in one process, time controlled by explicit ``now`` (both databases)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from polling.models import Poller, ShardCheckpoint, ShardLease
+from polling.services import poller_drain, shard_pin
+from scheduling import keys
+from scheduling.models import Job
+from scheduling.services import job_schedule_many
+from tests.support.factories import job_spec
+from tests.support.pollers import RecordingSink, future_base, poller_build
+
+pytestmark = pytest.mark.django_db
+W = timedelta(seconds=60)
+
+
+def run_until_idle(poller, now, *, rounds=50):
+    for _ in range(rounds):
+        if (
+            not poller.iterate(now=now)
+            and not Job.objects.filter(status__in=["pending", "claimed"], due_at__lte=now).exists()
+        ):
+            poller.iterate(now=now)  # checkpoints pass what the last pass drained
+            return
+    raise AssertionError("poller did not drain")
+
+
+def test_catch_up_after_two_hours_delivers_oldest_first(team) -> None:
+    base = future_base()
+    sink = RecordingSink()
+    poller = poller_build(sink=sink)
+    poller.iterate(now=base)  # leases and checkpoints at ``base``
+    offsets = [timedelta(minutes=m, seconds=s) for m in (10, 50, 110) for s in range(0, 40, 2)]
+    specs = [job_spec(due_at=base + o) for o in offsets]
+    jobs = [j for j, _ in job_schedule_many(team=team, specs=specs, now=base)]
+    later = base + timedelta(hours=2, seconds=30)
+    run_until_idle(poller, later)
+    assert len(sink.seen) == len(jobs)
+    assert Job.objects.filter(status="delivered", attempts=1).count() == len(jobs)
+    by_shard: dict[int, list] = {}
+    for job in sink.seen:
+        by_shard.setdefault(job.shard, []).append(job.due_at)
+    assert all(dues == sorted(dues) for dues in by_shard.values())
+    # Oldest first overall: the first 10-minute job came before every 110-minute job.
+    order = [j.bucket for j in sink.seen]
+    assert order.index(keys.bucket_of(base + offsets[0], 60)) < order.index(
+        keys.bucket_of(base + offsets[-1], 60)
+    )
+    last_closed = keys.bucket_of(later, 60) - W
+    assert set(ShardCheckpoint.objects.values_list("last_drained", flat=True)) == {last_closed}
+
+
+def test_empty_catch_up_takes_a_handful_of_queries_whatever_the_gap() -> None:
+    base = future_base()
+    counts = []
+    for gap in (timedelta(minutes=2), timedelta(hours=2)):
+        poller = poller_build(f"p-{gap.seconds}")
+        poller.iterate(now=base)
+        later = base + gap + timedelta(seconds=30)
+        with CaptureQueriesContext(connection) as ctx:
+            poller.iterate(now=later)
+        counts.append(len(ctx.captured_queries))
+        last_closed = keys.bucket_of(later, 60) - W
+        assert set(ShardCheckpoint.objects.values_list("last_drained", flat=True)) == {last_closed}
+        poller.shutdown()
+        base = keys.bucket_of(later, 60) + 2 * W
+    # Heartbeat, renew, re-acquire, frontier, one checkpoint statement...: no per-bucket query.
+    assert counts[0] == counts[1] <= 12, counts
+
+
+def test_late_write_behind_checkpoint_is_swept_and_delivered(team) -> None:
+    base = future_base()
+    sink = RecordingSink()
+    poller = poller_build(sink=sink, sweep_every=0)
+    now = base + timedelta(minutes=3, seconds=20)
+    poller.iterate(now=now)
+    assert set(ShardCheckpoint.objects.values_list("last_drained", flat=True)) == {base + 2 * W}
+    # A writer read its clock when bucket base+1m was open and committed only now.
+    stale_now = base + W + timedelta(seconds=1)
+    ((job, _),) = job_schedule_many(
+        team=team, specs=[job_spec(due_at=stale_now + timedelta(seconds=4))], now=stale_now
+    )
+    assert job.bucket == base + W
+    poller.iterate(now=now + timedelta(seconds=1))
+    job.refresh_from_db()
+    open_bucket = keys.bucket_of(now, 60)
+    assert (job.status, job.bucket, job.attempts) == ("delivered", open_bucket, 1)
+    assert job.shard == keys.shard_of(job.id, 64)
+    assert [j.id for j in sink.seen] == [job.id]
+
+
+def test_retry_moves_row_and_dead_and_expired(team, settings) -> None:
+    settings.SENDLATER_MAX_ATTEMPTS = 2
+    base = future_base()
+    specs = [job_spec(due_at=base + timedelta(seconds=i)) for i in range(3)]
+    specs.append(job_spec(due_at=base + timedelta(seconds=3), expires_after_seconds=1))
+    jobs = [j for j, _ in job_schedule_many(team=team, specs=specs, now=base)]
+    retry, dead, ok, expired = jobs
+    sink = RecordingSink(fail={retry.id}, dead={dead.id})
+    poller = poller_build(sink=sink)
+    now = base + timedelta(seconds=10)
+    poller.iterate(now=now)
+    for job in jobs:
+        job.refresh_from_db()
+    assert ok.status == "delivered" and ok.delivered_at >= ok.due_at
+    assert dead.status == "dead" and dead.last_error == "gone"
+    assert expired.status == "expired" and expired.id not in {j.id for j in sink.seen}
+    assert retry.status == "pending" and retry.attempts == 1 and retry.last_error == "boom"
+    assert retry.due_at >= now + timedelta(seconds=5)  # base 10 s, jitter down to half
+    assert retry.bucket == keys.bucket_of(retry.due_at, 60)
+    assert retry.shard == keys.shard_of(retry.id, 64) and retry.claim_owner is None
+    later = retry.due_at + timedelta(seconds=1)
+    run_until_idle(poller, later)
+    retry.refresh_from_db()
+    assert (retry.status, retry.attempts) == ("dead", 2)
+    assert retry.last_error.startswith("gave up after 2 attempts")
+
+
+def test_job_of_a_kind_without_sink_is_retried_not_dropped(team) -> None:
+    from polling.dispatch.router import Router, sinks_build
+
+    base = future_base()
+    ((job, _),) = job_schedule_many(
+        team=team,
+        specs=[job_spec(due_at=base + timedelta(seconds=1))],
+        now=base,
+    )
+    Job.objects.filter(id=job.id).update(target_kind="webhook", target="https://example.com/x")
+    poller = poller_build(sink=Router(sinks_build(concurrency=2)))
+    poller.iterate(now=base + timedelta(seconds=5))
+    job.refresh_from_db()
+    assert job.status == "pending" and job.attempts == 1
+    assert "no sink for target kind 'webhook'" in job.last_error
+
+
+def test_handler_sink_delivers_and_retries_exceptions(team) -> None:
+    from polling.dispatch.router import Router, sinks_build
+    from scheduling.handlers import _registry, register
+
+    @register("explodes")
+    def explodes(delivery) -> None:
+        raise RuntimeError("kaput")
+
+    try:
+        base = future_base()
+        specs = [
+            job_spec(due_at=base + timedelta(seconds=1), handler=h)
+            for h in ("noop", "explodes", "log")
+        ]
+        jobs = [j for j, _ in job_schedule_many(team=team, specs=specs, now=base)]
+        Job.objects.filter(id=jobs[2].id).update(target="unregistered")
+        poller = poller_build(sink=Router(sinks_build(concurrency=4)))
+        poller.iterate(now=base + timedelta(seconds=5))
+    finally:
+        _registry.pop("explodes", None)
+    status = {j.id: Job.objects.get(id=j.id) for j in jobs}
+    assert status[jobs[0].id].status == "delivered"
+    assert status[jobs[1].id].status == "pending"
+    assert "RuntimeError: kaput" in status[jobs[1].id].last_error
+    assert status[jobs[2].id].status == "dead"
+
+
+def test_drain_releases_shards_and_pins_override(team) -> None:
+    base = future_base()
+    a, b = poller_build("a"), poller_build("b")
+    for poller in (a, b, a, b):  # a takes all, b arrives, a releases b's share, b takes it
+        poller.iterate(now=base)
+    owners = dict(ShardLease.objects.values_list("shard", "owner"))
+    assert set(owners.values()) == {"a", "b"}
+    moved = next(s for s, o in owners.items() if o == "a")
+    shard_pin(shard=moved, poller="b")
+    now = base + timedelta(seconds=1)
+    for poller in (a, b):
+        poller.iterate(now=now)
+    assert ShardLease.objects.get(shard=moved).owner == "b"
+    poller_drain(name="a")
+    now = base + timedelta(seconds=10)
+    for poller in (a, b):
+        poller.iterate(now=now)
+    assert set(ShardLease.objects.values_list("owner", flat=True)) == {"b"}
+    assert Poller.objects.get(name="a").state == "draining"
+
+
+def test_runpoller_rejects_bad_options() -> None:
+    for args, word in [
+        (["--batch-size", "0"], "--batch-size"),
+        (["--concurrency", "0"], "--concurrency"),
+        (["--poll-interval", "0"], "--poll-interval"),
+        (["--name", " "], "--name"),
+    ]:
+        with pytest.raises(CommandError, match=word):
+            call_command("runpoller", *args)
+
+
+def test_runpoller_once_and_lag(team) -> None:
+    specs = [job_spec(in_seconds=-5) for _ in range(20)]
+    job_schedule_many(team=team, specs=specs)
+    call_command("runpoller", "--once", "--name", "once")
+    assert Job.objects.filter(status="delivered").count() == 20
+    out = StringIO()
+    call_command("lag", "--json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert len(data["shards"]) == 64 and sum(s["due_backlog"] for s in data["shards"]) == 0
+    out = StringIO()
+    call_command("lag", stdout=out)
+    assert "64 shards, due backlog 0" in out.getvalue()
+
+
+def test_pollers_beyond_the_shard_count_are_standbys(monkeypatch, caplog) -> None:
+    from polling import selectors
+
+    monkeypatch.setattr(selectors, "shard_count_max", lambda: 2)
+    base = future_base()
+    pollers = [poller_build(f"s{i}") for i in range(4)]
+    for _ in range(2):
+        for poller in pollers:
+            poller.iterate(now=base)
+    held = [set(p.leases) for p in pollers]
+    assert sorted(s for h in held for s in h) == [0, 1]
+    standbys = [p.name for p, h in zip(pollers, held, strict=True) if not h]
+    assert len(standbys) >= 2
+    for name in standbys:
+        assert f"poller {name}: standby" in caplog.text
+
+
+def test_failed_write_back_strands_nothing(team, monkeypatch) -> None:
+    from polling import claims
+
+    base = future_base()
+    ((job, _),) = job_schedule_many(
+        team=team, specs=[job_spec(due_at=base + timedelta(seconds=1))], now=base
+    )
+    sink = RecordingSink()
+    poller = poller_build(sink=sink)
+    real = claims.write_back
+
+    def broken(**kwargs):
+        raise RuntimeError("connection lost during write-back")
+
+    monkeypatch.setattr(claims, "write_back", broken)
+    now = base + timedelta(seconds=5)
+    assert poller.step(now=now) is False
+    job.refresh_from_db()
+    first_epoch = job.claim_epoch
+    assert job.status == "claimed" and poller.leases == {}
+    assert not ShardLease.objects.filter(owner="p1").exists()
+    monkeypatch.setattr(claims, "write_back", real)
+    poller.step(now=now + timedelta(seconds=1))
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == ("delivered", 2)
+    assert job.claim_epoch == first_epoch + 1
+    assert [j.id for j in sink.seen] == [job.id, job.id]
