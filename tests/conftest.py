@@ -29,3 +29,18 @@ def other_team(db):  # type: ignore[no-untyped-def]
     from tests.support.factories import team_create
 
     return team_create(slug="globex")
+
+
+@pytest.fixture
+def api(team):  # type: ignore[no-untyped-def]
+    """An API client authenticated as ``team``."""
+    from tests.support.api import client_for
+
+    return client_for(team)
+
+
+@pytest.fixture
+def other_api(other_team):  # type: ignore[no-untyped-def]
+    from tests.support.api import client_for
+
+    return client_for(other_team)
