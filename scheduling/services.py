@@ -343,7 +343,8 @@ def job_reschedule(
 ) -> Job:
     """Move a pending job to ``due_at``: new bucket and shard in one transaction.
 
-    ``payload`` is replaced only when given. The job keeps its delivery window.
+    ``payload`` is replaced only when given. The job keeps its delivery window and
+    its expiry delay: ``expires_at`` moves with the due time it was counted from.
     """
     now = now or db_now()
     _validate_due_at(due_at, now)
@@ -351,11 +352,17 @@ def job_reschedule(
         _validate_payload(payload)
     with transaction.atomic():
         job = _pending_job_for_update(team, job_id)
+        fields = ["due_at", "bucket", "shard", "updated_at"]
+        if job.expires_at is not None:
+            # expires_at was counted from the requested time, before the window's
+            # spread; the spread is a function of the id, so it can be taken back.
+            requested = job.due_at - keys.spread_offset(job.id, job.window_seconds)
+            job.expires_at = due_at + (job.expires_at - requested)
+            fields.append("expires_at")
         job.due_at = _effective_due(job.id, due_at, job.window_seconds)
         job.bucket = _place(job.due_at, now)
         count = shard_counts_record([job.bucket])[job.bucket]
         job.shard = keys.shard_of(job.id, count)
-        fields = ["due_at", "bucket", "shard", "updated_at"]
         if payload is not ...:
             job.payload = payload
             fields.append("payload")

@@ -15,11 +15,17 @@ if TYPE_CHECKING:  # rest_framework.views imports this module through its settin
 class TeamScopedRateThrottle(ScopedRateThrottle):
     """``throttle_scope`` on the view picks the rate; the counter is per team.
 
+    A fixed-window counter rather than DRF's sliding log: the log stores one
+    timestamp per request, so a 6000/min budget would rewrite a list of 6,000
+    floats on every call; a counter is one small integer. The price is that a
+    client may spend up to twice the rate across a window boundary.
+
     Rates are read at each request (not frozen at import like DRF's default), so
     operators change them through settings and tests through override_settings.
     The cache is ``CACHES["default"]``: shared by every gunicorn worker (the
     database cache unless CACHE_URL names another), so a budget is per team, not
-    per worker.
+    per worker. With the database cache, increments of two workers at the same
+    instant can overlap and count once: budgets are approximate, never stricter.
     """
 
     def get_rate(self) -> str | None:
@@ -27,13 +33,26 @@ class TeamScopedRateThrottle(ScopedRateThrottle):
 
     def allow_request(self, request: Request, view: APIView) -> bool:
         self.scope = getattr(view, self.scope_attr, None)
-        if not self.scope:
-            return True
-        self.rate = self.get_rate()
-        if self.rate is None:
+        self.rate = self.get_rate() if self.scope else None
+        key = self.get_cache_key(request, view) if self.rate else None
+        if key is None:
             return True
         self.num_requests, self.duration = self.parse_rate(self.rate)
-        return super(ScopedRateThrottle, self).allow_request(request, view)
+        self.now = self.timer()
+        self.window_end = (int(self.now) // self.duration + 1) * self.duration
+        key = f"{key}_{self.window_end}"
+        if self.cache.add(key, 1, self.duration + 1):
+            count = 1
+        else:
+            try:
+                count = self.cache.incr(key)
+            except ValueError:  # expired between add and incr: a new window
+                self.cache.set(key, 1, self.duration + 1)
+                count = 1
+        return count <= self.num_requests
+
+    def wait(self) -> float:
+        return max(self.window_end - self.now, 1.0)
 
     def get_cache_key(self, request: Request, view: APIView) -> str | None:
         team = getattr(request.user, "team", None)

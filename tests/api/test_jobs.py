@@ -290,3 +290,31 @@ def test_cancel_or_reschedule_of_in_flight_or_finished_job_is_409(api, state) ->
     )
     assert response.status_code == 409
     assert Job.objects.get(id=job_id).status == state
+
+
+def test_reschedule_moves_expiry_with_the_due_time(api) -> None:
+    due = (db_now() + timedelta(hours=1)).replace(microsecond=0)
+    job = api.post(
+        URL,
+        job_body(due_at=iso(due), window_seconds=600, expires_after_seconds=900),
+        format="json",
+    ).json()
+    assert datetime.fromisoformat(job["expires_at"]) == due + timedelta(seconds=900)
+    new_due = due + timedelta(days=1)
+    moved = api.patch(f"{URL}/{job['id']}", {"due_at": iso(new_due)}, format="json").json()
+    assert datetime.fromisoformat(moved["expires_at"]) == new_due + timedelta(seconds=900)
+    spread = keys.spread_offset(uuid.UUID(job["id"]), 600)
+    assert datetime.fromisoformat(moved["due_at"]) == new_due + spread
+
+
+@override_settings(SENDLATER_MAX_PAYLOAD_BYTES=512)
+def test_reschedule_with_a_payload_over_the_limit_is_413(api) -> None:
+    job_id = create(api).json()["id"]
+    response = api.patch(
+        f"{URL}/{job_id}",
+        {"due_at": iso(db_now() + timedelta(hours=1)), "payload": "x" * 600},
+        format="json",
+    )
+    assert response.status_code == 413
+    assert error_of(response)["fields"] == {"payload": [error_of(response)["message"]]}
+    assert Job.objects.get(id=job_id).payload == {"n": 1}
