@@ -50,7 +50,8 @@ class JobSpec:
     due_at: datetime
     target_kind: str
     target: str
-    payload: Any = None
+    # Any JSON value but null (the column is NOT NULL).
+    payload: Any = field(default_factory=dict)
     metadata: dict[str, str] = field(default_factory=dict)
     idempotency_key: str | None = None
     # Spread the effective due time over [due_at, due_at + window] by id hash.
@@ -115,6 +116,8 @@ def _validate_target(target_kind: str, target: str) -> None:
 
 
 def _validate_payload(payload: Any) -> None:
+    if payload is None:
+        raise SchedulingError("payload must not be null.", field="payload")
     try:
         size = len(json.dumps(payload, separators=(",", ":"), allow_nan=False).encode())
     except (TypeError, ValueError) as error:
@@ -295,12 +298,12 @@ def job_schedule(
     expires_after_seconds: int | None = None,
     now: datetime | None = None,
 ) -> tuple[Job, bool]:
-    """Schedule one job; return ``(job, created)`` (False for an idempotent replay)."""
+    """Schedule one job; return ``(job, created)``, False for a replay. No payload: ``{}``."""
     spec = JobSpec(
         due_at=due_at,
         target_kind=target_kind,
         target=target,
-        payload=payload,
+        payload={} if payload is None else payload,
         metadata=metadata or {},
         idempotency_key=idempotency_key,
         window_seconds=window_seconds,

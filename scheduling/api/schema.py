@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 
 from scheduling.api.serializers import ErrorSerializer
 
@@ -20,6 +21,15 @@ class BearerKeyScheme(OpenApiAuthenticationExtension):
             "scheme": "bearer",
             "description": "A team API key from `manage.py create_api_key --team <slug>`.",
         }
+
+
+JOB_ID_PARAMETER = OpenApiParameter(
+    "job_id",
+    OpenApiTypes.UUID,
+    OpenApiParameter.PATH,
+    description="The job's id, as returned when it was scheduled.",
+    examples=[OpenApiExample("A job id", value=JOB_ID)],
+)
 
 
 def _error(code: str, message: str, fields: dict[str, list[str]] | None = None) -> dict:

@@ -178,7 +178,7 @@ class JobBulkCreateView(TeamView):
         )
 
 
-@extend_schema(tags=["jobs"])
+@extend_schema(tags=["jobs"], parameters=[schema.JOB_ID_PARAMETER])
 class JobDetailView(TeamView):
     @extend_schema(
         operation_id="jobs_retrieve",
