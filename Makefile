@@ -23,7 +23,6 @@ venv: $(BIN)/.installed
 
 migrate: venv
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py createcachetable
 
 admin: migrate
 	$(PY) manage.py ensure_admin

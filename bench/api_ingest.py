@@ -163,7 +163,6 @@ def main() -> int:
     server = None
     try:
         manage(env, "migrate", "--noinput", "-v", "0")
-        manage(env, "createcachetable")
         key = manage(env, "create_api_key", "--team", "bench").splitlines()[-2].split(": ", 1)[1]
         server = subprocess.Popen(
             [

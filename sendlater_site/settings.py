@@ -145,8 +145,8 @@ LOGGING = {
 
 # --- Cache ----------------------------------------------------------------
 # Throttle counters live here, so it must be shared by every gunicorn worker (and
-# every machine): the database cache by default (`manage.py createcachetable`,
-# run by `make migrate`); CACHE_URL may name another (e.g. redis://...).
+# every machine): the database cache by default (its table is made by migration
+# scheduling 0003); CACHE_URL may name another (e.g. redis://...).
 CACHES = {"default": env.cache_url("CACHE_URL", default="dbcache://sendlater_cache")}
 
 # --- API ------------------------------------------------------------------

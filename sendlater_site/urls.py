@@ -23,3 +23,12 @@ def handler404(request: HttpRequest, exception: Exception | None = None) -> Http
     if request.path.startswith("/api/"):
         return JsonResponse(error_body("not_found", "Not found."), status=404)
     return defaults.page_not_found(request, exception)
+
+
+def handler500(request: HttpRequest) -> HttpResponse:
+    """A crash under /api/ still answers JSON (the traceback goes to the log)."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(
+            error_body("server_error", "Internal server error; it has been logged."), status=500
+        )
+    return defaults.server_error(request)

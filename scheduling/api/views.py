@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -105,7 +106,7 @@ class JobListCreateView(TeamView):
         serializer.is_valid(raise_exception=True)
         spec = job_spec_from(serializer.validated_data)
         job, created = services.job_schedule(team=self.team, **vars(spec))
-        headers = {"Location": f"/api/v1/jobs/{job.id}"}
+        headers = {"Location": reverse("job-detail", kwargs={"job_id": job.id})}
         if not created:
             headers[REPLAY_HEADER] = "true"
         return Response(

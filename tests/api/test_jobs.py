@@ -318,3 +318,24 @@ def test_reschedule_with_a_payload_over_the_limit_is_413(api) -> None:
     assert response.status_code == 413
     assert error_of(response)["fields"] == {"payload": [error_of(response)["message"]]}
     assert Job.objects.get(id=job_id).payload == {"n": 1}
+
+
+def test_a_crash_still_answers_json(api, monkeypatch) -> None:
+    from scheduling import selectors
+
+    def boom(**_kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(selectors, "job_get", boom)
+    api.raise_request_exception = False
+    response = api.get(f"{URL}/{uuid.uuid4()}")
+    assert response.status_code == 500
+    assert response.json() == {
+        "error": {"code": "server_error", "message": "Internal server error; it has been logged."}
+    }
+
+
+def test_unknown_api_path_is_json_404(api) -> None:
+    response = api.get("/api/v1/nothing-here")
+    assert response.status_code == 404
+    assert error_of(response)["code"] == "not_found"
