@@ -148,6 +148,10 @@ LOGGING = {
 # every machine): the database cache by default (its table is made by migration
 # scheduling 0003); CACHE_URL may name another (e.g. redis://...).
 CACHES = {"default": env.cache_url("CACHE_URL", default="dbcache://sendlater_cache")}
+if CACHES["default"]["BACKEND"].endswith("DatabaseCache"):
+    # Past MAX_ENTRIES rows the cache culls a third of its live keys, which would
+    # reset some teams' counters; every write also counts the rows, so not too big.
+    CACHES["default"].setdefault("OPTIONS", {}).setdefault("MAX_ENTRIES", 5000)
 
 # --- API ------------------------------------------------------------------
 REST_FRAMEWORK = {

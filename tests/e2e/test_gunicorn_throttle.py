@@ -66,19 +66,33 @@ def test_budget_is_shared_by_all_workers() -> None:
     )
     try:
         _wait_for_port(proc)
-        statuses = []
-        for _ in range(3 * RATE):
-            conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
-            conn.request("GET", "/api/v1/jobs", headers={"Authorization": f"Bearer {key}"})
-            response = conn.getresponse()
-            response.read()
-            statuses.append(response.status)
-            conn.close()
+        # Hold one worker: it has accepted this request and waits for the rest of
+        # its headers, so every other request is served by the other worker.
+        held = socket.create_connection(("127.0.0.1", PORT), timeout=30)
+        held.sendall(
+            f"GET /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {key}\r\n".encode()
+        )
+        statuses = [_get(key) for _ in range(2 * RATE)]
+        # The held worker has counted nothing itself, yet it sees the budget spent.
+        held.sendall(b"Connection: close\r\n\r\n")
+        held_status = int(held.makefile("rb").readline().split()[1])
+        held.close()
     finally:
         proc.terminate()
         out, _err = proc.communicate(timeout=30)
+    assert statuses == [200] * RATE + [429] * RATE, statuses
+    assert held_status == 429
     served = [line.split() for line in out.splitlines() if line.strip()]
-    assert statuses.count(200) == RATE, statuses
-    assert statuses.count(429) == 2 * RATE, statuses
-    # Both workers answered, and still only RATE requests got through in all.
     assert len({pid for pid, _ in served}) == 2, served
+
+
+def _get(key: str) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+    try:
+        conn.request("GET", "/api/v1/jobs", headers={"Authorization": f"Bearer {key}"})
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
