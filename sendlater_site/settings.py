@@ -188,6 +188,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # The docs are public; a bad key on them must not turn them into a 401.
     "SERVE_AUTHENTICATION": [],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "scheduling.api.schema.document_headers",
+    ],
 }
 
 # --- sendlater tunables ----------------------------------------------------

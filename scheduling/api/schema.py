@@ -204,3 +204,38 @@ CREATE_EXAMPLES = [
     ),
     OpenApiExample("Job", response_only=True, value=JOB_EXAMPLE),
 ]
+
+
+_RETRY_AFTER = {
+    "Retry-After": {
+        "description": "Seconds to wait before the team's budget allows another call.",
+        "required": True,
+        "schema": {"type": "integer", "minimum": 1},
+    }
+}
+_REPLAYED = {
+    "Idempotent-Replayed": {
+        "description": "`true` when the answer is an idempotent replay of an earlier call.",
+        "schema": {"type": "string", "enum": ["true"]},
+    }
+}
+_LOCATION = {
+    "Location": {
+        "description": "Path of the new job.",
+        "required": True,
+        "schema": {"type": "string"},
+    }
+}
+
+
+def document_headers(result: dict, generator: object, **kwargs: object) -> dict:
+    """Postprocessing hook: the response headers drf-spectacular has no decorator for."""
+    for path, item in result.get("paths", {}).items():
+        for method, operation in item.items():
+            responses = operation.get("responses", {}) if isinstance(operation, dict) else {}
+            if "429" in responses:
+                responses["429"]["headers"] = _RETRY_AFTER
+            if path == "/api/v1/jobs" and method == "post":
+                responses["201"]["headers"] = _LOCATION
+                responses["200"]["headers"] = _REPLAYED
+    return result

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
 )
@@ -35,6 +36,7 @@ CHECKS = [
     status_code_conformance,
     content_type_conformance,
     response_schema_conformance,
+    response_headers_conformance,
 ]
 
 
@@ -67,6 +69,19 @@ def test_schema_documents_every_endpoint_and_error(client) -> None:
     assert {"409", "413"} <= set(ops[("/api/v1/jobs", "post")]["responses"])
     assert "404" in ops[("/api/v1/jobs/{job_id}", "get")]["responses"]
     assert doc["components"]["securitySchemes"]["bearerKey"]["scheme"] == "bearer"
+    for op in ops.values():
+        assert "Retry-After" in op["responses"]["429"]["headers"]
+    create = ops[("/api/v1/jobs", "post")]["responses"]
+    assert "Location" in create["201"]["headers"]
+    assert "Idempotent-Replayed" in create["200"]["headers"]
+
+
+def test_schema_generates_without_warnings_and_validates(tmp_path) -> None:
+    from django.core.management import call_command
+
+    target = tmp_path / "schema.yaml"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(target))
+    assert "/api/v1/jobs/bulk" in target.read_text()
 
 
 def test_swagger_ui_is_served_from_the_installed_package(client) -> None:
