@@ -108,3 +108,25 @@ def test_admin_revoke_action(admin_client, api) -> None:
     key.refresh_from_db()
     assert key.revoked_at is not None
     assert api.get(URL).status_code == 401
+
+
+def test_admin_pages_and_secret_rotation_action(admin_client, api, team) -> None:
+    for url in (
+        "/admin/scheduling/apikey/",
+        f"/admin/scheduling/apikey/{ApiKey.objects.get().pk}/change/",
+        "/admin/scheduling/team/add/",
+        f"/admin/scheduling/team/{team.pk}/change/",
+    ):
+        assert admin_client.get(url).status_code == 200, url
+    old = team.signing_secret
+    admin_client.post(
+        "/admin/scheduling/team/",
+        {"action": "rotate_signing_secret", "_selected_action": [team.pk]},
+    )
+    team.refresh_from_db()
+    assert team.previous_signing_secret == old and team.signing_secret != old
+    response = admin_client.post(
+        "/admin/scheduling/team/add/", {"name": "New Team", "slug": "new-team"}
+    )
+    assert response.status_code == 302
+    assert Team.objects.get(slug="new-team").signing_secret.startswith("whsec_")
