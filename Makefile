@@ -11,7 +11,7 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then \
 	    command -v $$p; break; fi; done)
 
-.PHONY: venv run serve test lint format migrate admin clean
+.PHONY: venv run serve test lint format migrate admin api-key clean
 
 $(BIN)/.installed: requirements.txt
 	@if [ -z "$(PYTHON)" ]; then echo "error: Python 3.12 or newer is required (Django 6.1); none found on PATH" >&2; exit 1; fi
@@ -26,6 +26,11 @@ migrate: venv
 
 admin: migrate
 	$(PY) manage.py ensure_admin
+
+# An API key for team $(TEAM) (created if needed) on the demo database.
+api-key: export DEBUG ?= true
+api-key: migrate
+	@$(PY) manage.py create_api_key --team $(or $(TEAM),demo)
 
 run: export DEBUG ?= true
 run: admin

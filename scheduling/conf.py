@@ -39,3 +39,7 @@ def cutover_margin() -> timedelta:
 
 def callback_allowlist() -> Allowlist:
     return Allowlist.parse(settings.SENDLATER_CALLBACK_ALLOWLIST)
+
+
+def max_payload_bytes() -> int:
+    return settings.SENDLATER_MAX_PAYLOAD_BYTES

@@ -40,3 +40,13 @@ class JobNotPending(SchedulingError):
 class IdempotencyConflict(SchedulingError):
     code = "idempotency_conflict"
     status = 409
+
+
+class PayloadTooLarge(SchedulingError):
+    code = "payload_too_large"
+    status = 413
+
+
+class TeamNotFound(SchedulingError):
+    code = "not_found"
+    status = 404

@@ -2,18 +2,34 @@
 
 from __future__ import annotations
 
+import base64
+import secrets
 import uuid
 
 from django.db import models
 from django.db.models import Q
 
+SIGNING_SECRET_PREFIX = "whsec_"  # noqa: S105 (a format marker, not a secret)
+SIGNING_SECRET_BYTES = 32
+
+
+def signing_secret_generate() -> str:
+    """A Standard Webhooks signing secret: ``whsec_`` + base64 of random bytes."""
+    raw = secrets.token_bytes(SIGNING_SECRET_BYTES)
+    return SIGNING_SECRET_PREFIX + base64.b64encode(raw).decode("ascii")
+
 
 class Team(models.Model):
-    """A product team: owns jobs and API keys."""
+    """A product team: owns jobs and API keys, and signs its webhooks."""
 
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Webhook signing (Standard Webhooks). During a rotation the previous secret
+    # still signs (receivers accept either) until it expires.
+    signing_secret = models.CharField(max_length=100, default=signing_secret_generate)
+    previous_signing_secret = models.CharField(max_length=100, blank=True)
+    previous_signing_secret_expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["slug"]
@@ -134,3 +150,30 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.id} ({self.status})"
+
+
+class ApiKey(models.Model):
+    """A team's API key. Only a hash is stored; the key is shown once, at creation.
+
+    A key reads ``sl_<prefix>_<secret>``: the prefix finds the row by index, the
+    sha256 of the whole key proves it. Keys carry 256 random bits, so a fast hash
+    is as safe as a slow one and keeps authentication off the request's hot path.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=200, blank=True)
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    key_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API key"
+        ordering = ["team", "-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.team.slug}: sl_{self.prefix}_…"
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None

@@ -1,4 +1,4 @@
-"""Writes: schedule, cancel and reschedule jobs; schedule shard-count cutovers.
+"""Writes: schedule, cancel and reschedule jobs (cutovers live in scheduling.cutovers).
 
 Every service is keyword-only and transactional. Where a job lands:
 ``bucket = max(bucket_of(due_at), open_bucket(now))`` and
@@ -22,16 +22,21 @@ from django.db import IntegrityError, transaction
 from scheduling import conf, handlers, keys, netguard
 from scheduling.buckets import shard_counts_record
 from scheduling.clock import db_now, open_bucket
+
+# Re-exported: callers have always imported the cutover services from here.
+from scheduling.cutovers import cutover_earliest as cutover_earliest
+from scheduling.cutovers import cutover_schedule as cutover_schedule
 from scheduling.errors import (
     IdempotencyConflict,
-    InvalidCutover,
     InvalidDueTime,
     InvalidTarget,
     JobNotFound,
     JobNotPending,
+    PayloadTooLarge,
     SchedulingError,
 )
-from scheduling.models import Job, JobStatus, ShardCountSchedule, TargetKind, Team
+from scheduling.models import Job, JobStatus, TargetKind, Team
+from scheduling.selectors import job_filter_metadata
 
 IDEMPOTENCY_CONSTRAINT = "job_team_idempotency_key_uniq"
 _HANDLER_NAME = re.compile(handlers.HANDLER_NAME_PATTERN)
@@ -45,7 +50,8 @@ class JobSpec:
     due_at: datetime
     target_kind: str
     target: str
-    payload: Any = None
+    # Any JSON value but null (the column is NOT NULL).
+    payload: Any = field(default_factory=dict)
     metadata: dict[str, str] = field(default_factory=dict)
     idempotency_key: str | None = None
     # Spread the effective due time over [due_at, due_at + window] by id hash.
@@ -109,10 +115,27 @@ def _validate_target(target_kind: str, target: str) -> None:
         raise InvalidTarget("target kind must be 'webhook' or 'handler'.", field="target_kind")
 
 
+def _validate_payload(payload: Any) -> None:
+    if payload is None:
+        raise SchedulingError("payload must not be null.", field="payload")
+    try:
+        size = len(json.dumps(payload, separators=(",", ":"), allow_nan=False).encode())
+    except (TypeError, ValueError) as error:
+        raise SchedulingError("payload must be JSON.", field="payload") from error
+    limit = conf.max_payload_bytes()
+    if size > limit:
+        raise PayloadTooLarge(
+            f"payload is {size} bytes as compact JSON; the limit is {limit} "
+            "(SENDLATER_MAX_PAYLOAD_BYTES).",
+            field="payload",
+        )
+
+
 def job_spec_validate(spec: JobSpec, *, now: datetime) -> None:
     """Raise a SchedulingError naming the field if ``spec`` cannot be scheduled."""
     _validate_due_at(spec.due_at, now)
     _validate_target(spec.target_kind, spec.target)
+    _validate_payload(spec.payload)
     if spec.window_seconds < 0:
         raise SchedulingError("window_seconds must not be negative.", field="window_seconds")
     if spec.expires_after_seconds is not None and spec.expires_after_seconds < 0:
@@ -275,12 +298,12 @@ def job_schedule(
     expires_after_seconds: int | None = None,
     now: datetime | None = None,
 ) -> tuple[Job, bool]:
-    """Schedule one job; return ``(job, created)`` (False for an idempotent replay)."""
+    """Schedule one job; return ``(job, created)``, False for a replay. No payload: ``{}``."""
     spec = JobSpec(
         due_at=due_at,
         target_kind=target_kind,
         target=target,
-        payload=payload,
+        payload={} if payload is None else payload,
         metadata=metadata or {},
         idempotency_key=idempotency_key,
         window_seconds=window_seconds,
@@ -323,17 +346,26 @@ def job_reschedule(
 ) -> Job:
     """Move a pending job to ``due_at``: new bucket and shard in one transaction.
 
-    ``payload`` is replaced only when given. The job keeps its delivery window.
+    ``payload`` is replaced only when given. The job keeps its delivery window and
+    its expiry delay: ``expires_at`` moves with the due time it was counted from.
     """
     now = now or db_now()
     _validate_due_at(due_at, now)
+    if payload is not ...:
+        _validate_payload(payload)
     with transaction.atomic():
         job = _pending_job_for_update(team, job_id)
+        fields = ["due_at", "bucket", "shard", "updated_at"]
+        if job.expires_at is not None:
+            # expires_at was counted from the requested time, before the window's
+            # spread; the spread is a function of the id, so it can be taken back.
+            requested = job.due_at - keys.spread_offset(job.id, job.window_seconds)
+            job.expires_at = due_at + (job.expires_at - requested)
+            fields.append("expires_at")
         job.due_at = _effective_due(job.id, due_at, job.window_seconds)
         job.bucket = _place(job.due_at, now)
         count = shard_counts_record([job.bucket])[job.bucket]
         job.shard = keys.shard_of(job.id, count)
-        fields = ["due_at", "bucket", "shard", "updated_at"]
         if payload is not ...:
             job.payload = payload
             fields.append("payload")
@@ -342,57 +374,25 @@ def job_reschedule(
     return job
 
 
-def cutover_earliest(now: datetime) -> datetime:
-    """The first bucket a cutover may start at: after the open bucket plus the margin."""
-    width = conf.bucket_seconds()
-    earliest = keys.bucket_end(open_bucket(now), width) + conf.cutover_margin()
-    aligned = keys.bucket_of(earliest, width)
-    return aligned if aligned == earliest else keys.bucket_end(aligned, width)
-
-
-def cutover_schedule(
+def job_cancel_many(
     *,
-    shard_count: int,
-    effective_from: datetime,
-    reason: str = "",
+    team: Team,
+    ids: Sequence[uuid.UUID | str] | None = None,
+    metadata: dict[str, str] | None = None,
     now: datetime | None = None,
-) -> ShardCountSchedule:
-    """Record that buckets from ``effective_from`` on get ``shard_count`` shards.
+) -> int:
+    """Cancel the team's pending jobs matching ``ids`` and/or ``metadata``; return how many.
 
-    Buckets already recorded at or after ``effective_from`` keep their count: a
-    bucket's count never changes once jobs are written into it.
+    One UPDATE whatever the number of jobs. Rows a poller has already claimed are
+    not pending and stay as they are; the UPDATE re-checks the status of each row
+    it locks, so a job is never both canceled and claimed.
     """
+    if ids is None and not metadata:
+        raise SchedulingError("give ids or metadata to select the jobs to cancel.", field="ids")
     now = now or db_now()
-    if effective_from.tzinfo is None or effective_from.tzinfo.utcoffset(effective_from) is None:
-        raise InvalidCutover("effective_from must carry a UTC offset.", field="effective_from")
-    width = conf.bucket_seconds()
-    if not keys.is_bucket_start(effective_from, width):
-        raise InvalidCutover(
-            f"effective_from must be a bucket boundary (a multiple of {width} s); "
-            f"the next one is {keys.bucket_end(keys.bucket_of(effective_from, width), width)}.",
-            field="effective_from",
-        )
-    earliest = cutover_earliest(now)
-    if effective_from < earliest:
-        raise InvalidCutover(
-            f"effective_from must be at or after {earliest.isoformat()} "
-            "(the open bucket plus SENDLATER_CUTOVER_MARGIN_SECONDS).",
-            field="effective_from",
-        )
-    ceiling = conf.max_shards()
-    if isinstance(shard_count, bool) or not isinstance(shard_count, int):
-        raise InvalidCutover("shard_count must be a whole number.", field="shard_count")
-    if not 1 <= shard_count <= ceiling:
-        raise InvalidCutover(
-            f"shard_count must lie between 1 and {ceiling} (SENDLATER_MAX_SHARDS).",
-            field="shard_count",
-        )
-    try:
-        with transaction.atomic():
-            return ShardCountSchedule.objects.create(
-                effective_from=effective_from, shard_count=shard_count, reason=reason
-            )
-    except IntegrityError as error:
-        raise InvalidCutover(
-            f"a cutover already starts at {effective_from.isoformat()}.", field="effective_from"
-        ) from error
+    jobs = Job.objects.filter(team=team, status=JobStatus.PENDING)
+    if ids is not None:
+        jobs = jobs.filter(id__in=list(ids))
+    if metadata:
+        jobs = job_filter_metadata(jobs, metadata)
+    return jobs.update(status=JobStatus.CANCELED, updated_at=now)

@@ -37,6 +37,8 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "scheduling",
     "polling",
 ]
@@ -141,9 +143,55 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
+# --- Cache ----------------------------------------------------------------
+# Throttle counters live here, so it must be shared by every gunicorn worker (and
+# every machine): the database cache by default (its table is made by migration
+# scheduling 0003); CACHE_URL may name another (e.g. redis://...).
+CACHES = {"default": env.cache_url("CACHE_URL", default="dbcache://sendlater_cache")}
+if CACHES["default"]["BACKEND"].endswith("DatabaseCache"):
+    # Past MAX_ENTRIES rows the cache culls a third of its live keys, which would
+    # reset some teams' counters; every write also counts the rows, so not too big.
+    CACHES["default"].setdefault("OPTIONS", {}).setdefault("MAX_ENTRIES", 5000)
+
+# --- API ------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["scheduling.api.parsers.BoundedJSONParser"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["scheduling.api.auth.BearerKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": ["scheduling.api.throttling.TeamScopedRateThrottle"],
+    # Per team, shared by all its keys. "jobs": single-job calls and reads;
+    # "jobs_bulk": bulk create and bulk cancel (up to 1,000 jobs each).
+    "DEFAULT_THROTTLE_RATES": {
+        "jobs": env.str("SENDLATER_THROTTLE_JOBS", default="6000/min"),
+        "jobs_bulk": env.str("SENDLATER_THROTTLE_JOBS_BULK", default="600/min"),
+    },
+    "EXCEPTION_HANDLER": "scheduling.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "sendlater API",
+    "DESCRIPTION": (
+        "Schedule one-shot jobs for a future moment (seconds to "
+        f"{env.int('SENDLATER_MAX_HORIZON_DAYS', default=400)} days ahead), delivered "
+        "once to a webhook or an in-process handler. Every error has the shape "
+        '`{"error": {"code", "message", "fields"?}}`. See docs/api.md.'
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # The docs are public; a bad key on them must not turn them into a 401.
+    "SERVE_AUTHENTICATION": [],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "scheduling.api.schema.document_headers",
+    ],
 }
 
 # --- sendlater tunables ----------------------------------------------------
@@ -172,6 +220,11 @@ if not 1 <= SENDLATER_DEFAULT_SHARDS <= SENDLATER_MAX_SHARDS:
 
 # Modules imported at start-up that register in-process handlers (@register).
 SENDLATER_HANDLER_MODULES = env.list("SENDLATER_HANDLER_MODULES", default=[])
+
+# Largest job payload, as compact JSON (bytes): larger ones get 413.
+SENDLATER_MAX_PAYLOAD_BYTES = env.int("SENDLATER_MAX_PAYLOAD_BYTES", default=64 * 1024)
+# Largest API request body (bytes): a bulk call of 1,000 jobs must fit.
+SENDLATER_MAX_REQUEST_BYTES = env.int("SENDLATER_MAX_REQUEST_BYTES", default=16 * 1024 * 1024)
 
 # Callback hosts exempt from the SSRF rules: names, addresses or CIDR ranges
 # (comma-separated). Tests and the demo allow 127.0.0.1 here; production: empty.

@@ -1,8 +1,34 @@
-"""URL configuration: the admin console and the scheduling API."""
+"""URL configuration: the admin console, the scheduling API and its OpenAPI docs."""
+
+from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import include, path
+from django.views import defaults
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from scheduling.api.errors import error_body
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/v1/", include("scheduling.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
 ]
+
+
+def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Unknown URLs under /api/ answer in the API's error shape, not an HTML page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("not_found", "Not found."), status=404)
+    return defaults.page_not_found(request, exception)
+
+
+def handler500(request: HttpRequest) -> HttpResponse:
+    """A crash under /api/ still answers JSON (the traceback goes to the log)."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(
+            error_body("server_error", "Internal server error; it has been logged."), status=500
+        )
+    return defaults.server_error(request)

@@ -17,6 +17,31 @@ def _fresh_bucket_cache() -> Iterator[None]:
     forget_cached_counts()
 
 
+@pytest.fixture(autouse=True)
+def _shard_schedule_seeded(request: pytest.FixtureRequest) -> None:
+    """Give transactional tests the schedule row that migration 0002 seeds.
+
+    Each transactional test ends with a flush, which empties every table, the
+    seeded schedule included; the next transactional test would find no count.
+    """
+    marker = request.node.get_closest_marker("django_db")
+    if marker is None or not (marker.kwargs.get("transaction") or marker.args[:1] == (True,)):
+        return
+    request.getfixturevalue("transactional_db")
+    from django.conf import settings
+
+    from scheduling import keys
+    from scheduling.clock import db_now
+    from scheduling.models import ShardCountSchedule
+
+    if not ShardCountSchedule.objects.exists():
+        ShardCountSchedule.objects.create(
+            effective_from=keys.bucket_of(db_now(), settings.SENDLATER_BUCKET_SECONDS),
+            shard_count=settings.SENDLATER_DEFAULT_SHARDS,
+            reason="test seed after a flush",
+        )
+
+
 @pytest.fixture
 def team(db):  # type: ignore[no-untyped-def]
     from tests.support.factories import team_create
@@ -31,22 +56,16 @@ def other_team(db):  # type: ignore[no-untyped-def]
     return team_create(slug="globex")
 
 
-@pytest.fixture(autouse=True)
-def _schedule_seeded_after_flush(request):  # type: ignore[no-untyped-def]
-    # A transactional test ends by flushing every table, the shard-count schedule
-    # row seeded by migration 0002 included; the next such test needs it back.
-    marker = request.node.get_closest_marker("django_db")
-    if marker is not None and marker.kwargs.get("transaction"):
-        request.getfixturevalue("transactional_db")
-        from datetime import UTC, datetime
+@pytest.fixture
+def api(team):  # type: ignore[no-untyped-def]
+    """An API client authenticated as ``team``."""
+    from tests.support.api import client_for
 
-        from django.conf import settings
+    return client_for(team)
 
-        from scheduling.models import ShardCountSchedule
 
-        if not ShardCountSchedule.objects.exists():
-            ShardCountSchedule.objects.create(
-                effective_from=datetime(2000, 1, 1, tzinfo=UTC),
-                shard_count=settings.SENDLATER_DEFAULT_SHARDS,
-                reason="re-seeded after a transactional test's flush",
-            )
+@pytest.fixture
+def other_api(other_team):  # type: ignore[no-untyped-def]
+    from tests.support.api import client_for
+
+    return client_for(other_team)

@@ -1,0 +1,225 @@
+"""Request and response shapes of the scheduling API. Validation only: no writes here."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from scheduling.api.fields import AwareDateTimeField, StrictCharField, StrictIntegerField
+from scheduling.models import Job, JobStatus, TargetKind
+from scheduling.services import JobSpec
+
+MAX_BULK_JOBS = 1000
+MAX_WINDOW_SECONDS = 86_400  # a day: wider windows are a different due time, not a window
+MAX_METADATA_ENTRIES = 32
+MAX_METADATA_KEY_CHARS = 64
+MAX_METADATA_VALUE_CHARS = 512
+
+
+class StrictSerializer(serializers.Serializer):
+    """Refuses fields it does not know: a typo must not be dropped silently."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return super().to_internal_value(data)
+
+
+class StrictUUIDField(serializers.UUIDField):
+    def to_internal_value(self, data: Any) -> uuid.UUID:
+        if not isinstance(data, str):
+            self.fail("invalid", value=data)
+        return super().to_internal_value(data)
+
+
+class MetadataField(serializers.DictField):
+    """String keys to string values, small: labels to find and cancel jobs by."""
+
+    child = StrictCharField(
+        max_length=MAX_METADATA_VALUE_CHARS, allow_blank=True, trim_whitespace=False
+    )
+
+    def to_internal_value(self, data: Any) -> dict[str, str]:
+        value = super().to_internal_value(data)
+        if len(value) > MAX_METADATA_ENTRIES:
+            raise serializers.ValidationError(f"At most {MAX_METADATA_ENTRIES} entries.")
+        for key in value:
+            if not key or len(key) > MAX_METADATA_KEY_CHARS or "\x00" in key:
+                raise serializers.ValidationError(
+                    f"Keys must be 1 to {MAX_METADATA_KEY_CHARS} characters."
+                )
+        return value
+
+
+class JobCreateSerializer(StrictSerializer):
+    due_at = AwareDateTimeField(help_text="When to deliver: ISO 8601 with a UTC offset.")
+    payload = serializers.JSONField(
+        required=False, help_text="Any JSON value but null; delivered as is. Default {}."
+    )
+    callback_url = StrictCharField(
+        max_length=2048, required=False, help_text="http(s) URL to POST to. Give this or handler."
+    )
+    handler = StrictCharField(
+        max_length=200, required=False, help_text="A registered handler name. Or callback_url."
+    )
+    idempotency_key = StrictCharField(
+        max_length=255,
+        required=False,
+        help_text="Same key and body again: 200 with the existing job. Other body: 409.",
+    )
+    metadata = MetadataField(required=False, help_text="Labels to filter and bulk-cancel by.")
+    window_seconds = StrictIntegerField(
+        min_value=0,
+        max_value=MAX_WINDOW_SECONDS,
+        required=False,
+        help_text="Spread delivery deterministically within [due_at, due_at + window].",
+    )
+    expires_after_seconds = StrictIntegerField(
+        min_value=0,
+        max_value=settings.SENDLATER_MAX_HORIZON_DAYS * 86_400,
+        required=False,
+        allow_null=True,
+        help_text="Not delivered by due_at + this: the job ends as expired, never late.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        given = [name for name in ("callback_url", "handler") if name in attrs]
+        if not given:
+            raise serializers.ValidationError("Give callback_url or handler.")
+        if len(given) > 1:
+            message = "Give only one of callback_url and handler."
+            raise serializers.ValidationError({name: [message] for name in given})
+        return attrs
+
+
+def target_field(data: Mapping[str, Any]) -> str:
+    """The request field that named the target: ``callback_url`` or ``handler``."""
+    return "handler" if "handler" in data else "callback_url"
+
+
+def job_spec_from(data: Mapping[str, Any]) -> JobSpec:
+    """Turn validated create data into the service's JobSpec."""
+    is_handler = "handler" in data
+    return JobSpec(
+        due_at=data["due_at"],
+        target_kind=TargetKind.HANDLER if is_handler else TargetKind.WEBHOOK,
+        target=data["handler"] if is_handler else data["callback_url"],
+        payload=data.get("payload", {}),
+        metadata=data.get("metadata", {}),
+        idempotency_key=data.get("idempotency_key"),
+        window_seconds=data.get("window_seconds", 0),
+        expires_after_seconds=data.get("expires_after_seconds"),
+    )
+
+
+class JobBulkCreateSerializer(StrictSerializer):
+    jobs = JobCreateSerializer(many=True, allow_empty=False, max_length=MAX_BULK_JOBS)
+
+
+class JobRescheduleSerializer(StrictSerializer):
+    due_at = AwareDateTimeField(help_text="The new due time.")
+    payload = serializers.JSONField(required=False, help_text="Replaces the payload if given.")
+
+
+class JobCancelManySerializer(StrictSerializer):
+    ids = serializers.ListField(
+        child=StrictUUIDField(), required=False, max_length=MAX_BULK_JOBS, allow_empty=False
+    )
+    metadata = MetadataField(required=False, allow_empty=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs:
+            raise serializers.ValidationError({"ids": ["Give ids, metadata, or both."]})
+        return attrs
+
+
+class JobListQuerySerializer(StrictSerializer):
+    status = serializers.ChoiceField(choices=JobStatus.choices, required=False)
+    due_after = AwareDateTimeField(required=False, help_text="due_at at or after this.")
+    due_before = AwareDateTimeField(required=False, help_text="due_at before this.")
+    metadata = serializers.ListField(
+        child=serializers.CharField(max_length=MAX_METADATA_KEY_CHARS + MAX_METADATA_VALUE_CHARS),
+        required=False,
+        help_text="key=value; repeat for several (all must match).",
+    )
+    cursor = serializers.CharField(required=False, help_text="next_cursor of the previous page.")
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_BULK_JOBS, required=False)
+
+    def validate_metadata(self, value: list[str]) -> dict[str, str]:
+        pairs: dict[str, str] = {}
+        for item in value:
+            key, sep, val = item.partition("=")
+            if not sep or not key:
+                raise serializers.ValidationError("Use key=value.")
+            pairs[key] = val
+        return pairs
+
+
+class JobSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=JobStatus.choices)
+    due_at = AwareDateTimeField(help_text="Effective due time (inside the window, if any).")
+    bucket = AwareDateTimeField(help_text="Start of the bucket the job is stored in.")
+    shard = serializers.IntegerField()
+    attempts = serializers.IntegerField()
+    callback_url = serializers.SerializerMethodField()
+    handler = serializers.SerializerMethodField()
+    payload = serializers.JSONField()
+    metadata = serializers.DictField(child=serializers.CharField())
+    idempotency_key = serializers.CharField(allow_null=True)
+    window_seconds = serializers.IntegerField()
+    expires_at = AwareDateTimeField(allow_null=True)
+    delivered_at = AwareDateTimeField(allow_null=True)
+    last_error = serializers.CharField(allow_blank=True)
+    created_at = AwareDateTimeField()
+    updated_at = AwareDateTimeField()
+
+    @extend_schema_field({"type": "string", "format": "uri", "nullable": True})
+    def get_callback_url(self, job: Job) -> str | None:
+        return job.target if job.target_kind == TargetKind.WEBHOOK else None
+
+    @extend_schema_field({"type": "string", "nullable": True})
+    def get_handler(self, job: Job) -> str | None:
+        return job.target if job.target_kind == TargetKind.HANDLER else None
+
+
+class JobSummarySerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=JobStatus.choices)
+    due_at = AwareDateTimeField()
+    bucket = AwareDateTimeField()
+    shard = serializers.IntegerField()
+    created = serializers.BooleanField(help_text="False for an idempotent replay.")
+
+
+class JobBulkResultSerializer(serializers.Serializer):
+    jobs = JobSummarySerializer(many=True)
+
+
+class JobPageSerializer(serializers.Serializer):
+    results = JobSerializer(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+    next = serializers.CharField(allow_null=True, help_text="URL of the next page, or null.")
+
+
+class JobCancelManyResultSerializer(serializers.Serializer):
+    canceled = serializers.IntegerField(help_text="How many pending jobs were canceled.")
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    fields = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()), required=False
+    )
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()

@@ -1,0 +1,14 @@
+"""Routes of the scheduling API, mounted at /api/v1/."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from scheduling.api import views
+
+urlpatterns = [
+    path("jobs", views.JobListCreateView.as_view(), name="jobs"),
+    path("jobs/bulk", views.JobBulkCreateView.as_view(), name="jobs-bulk"),
+    path("jobs/cancel", views.JobCancelManyView.as_view(), name="jobs-cancel"),
+    path("jobs/<uuid:job_id>", views.JobDetailView.as_view(), name="job-detail"),
+]

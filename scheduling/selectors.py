@@ -1,0 +1,70 @@
+"""Reads: a team's jobs, one or filtered. Each returns a queryset or a model."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from django.db import connection
+from django.db.models import Q, QuerySet
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.lookups import Exact
+
+from scheduling.errors import JobNotFound
+from scheduling.models import Job, Team
+
+# The list's order: due time, then id so that ties have a stable place (cursors).
+JOB_LIST_ORDER = ("due_at", "id")
+
+
+def job_filter_metadata(jobs: QuerySet[Job], metadata: dict[str, str]) -> QuerySet[Job]:
+    """Keep the jobs whose metadata holds every ``key: value`` pair given.
+
+    PostgreSQL: ``metadata @> {...}``, served by the GIN index ``job_metadata_gin``.
+    SQLite has no containment operator: one ``json_extract`` comparison per key
+    (keys are taken literally, ``__`` and dots included).
+    """
+    if not metadata:
+        return jobs
+    if connection.vendor == "postgresql":
+        return jobs.filter(metadata__contains=metadata)
+    for key, value in metadata.items():
+        jobs = jobs.filter(Exact(KeyTextTransform(key, "metadata"), value))
+    return jobs
+
+
+def job_get(*, team: Team, job_id: uuid.UUID | str) -> Job:
+    """Return the team's job ``job_id``; JobNotFound for another team's or no job."""
+    job = Job.objects.filter(team=team, id=job_id).first()
+    if job is None:
+        raise JobNotFound(f"job {job_id} does not exist.", field="id")
+    return job
+
+
+def job_list(
+    *,
+    team: Team,
+    status: str | None = None,
+    due_after: datetime | None = None,
+    due_before: datetime | None = None,
+    metadata: dict[str, str] | None = None,
+    after: tuple[datetime, uuid.UUID] | None = None,
+) -> QuerySet[Job]:
+    """The team's jobs ordered by ``(due_at, id)``, filtered.
+
+    ``due_after`` is inclusive and ``due_before`` exclusive; ``after`` is a keyset
+    position (the last row of the previous page), so pages stay cheap however deep.
+    """
+    jobs = Job.objects.filter(team=team)
+    if status:
+        jobs = jobs.filter(status=status)
+    if due_after is not None:
+        jobs = jobs.filter(due_at__gte=due_after)
+    if due_before is not None:
+        jobs = jobs.filter(due_at__lt=due_before)
+    if metadata:
+        jobs = job_filter_metadata(jobs, metadata)
+    if after is not None:
+        due_at, job_id = after
+        jobs = jobs.filter(Q(due_at__gt=due_at) | Q(due_at=due_at, id__gt=job_id))
+    return jobs.order_by(*JOB_LIST_ORDER)
