@@ -176,3 +176,17 @@ SENDLATER_HANDLER_MODULES = env.list("SENDLATER_HANDLER_MODULES", default=[])
 # Callback hosts exempt from the SSRF rules: names, addresses or CIDR ranges
 # (comma-separated). Tests and the demo allow 127.0.0.1 here; production: empty.
 SENDLATER_CALLBACK_ALLOWLIST = env.list("SENDLATER_CALLBACK_ALLOWLIST", default=[])
+
+# Webhook delivery: timeouts, per-host concurrency cap and circuit breaker.
+SENDLATER_WEBHOOK_CONNECT_TIMEOUT_SECONDS = env.float(
+    "SENDLATER_WEBHOOK_CONNECT_TIMEOUT_SECONDS", default=5.0
+)
+SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS = env.float(
+    "SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS", default=15.0
+)
+SENDLATER_WEBHOOK_MAX_PER_HOST = env.int("SENDLATER_WEBHOOK_MAX_PER_HOST", default=8)
+SENDLATER_BREAKER_FAILURES = env.int("SENDLATER_BREAKER_FAILURES", default=5)
+SENDLATER_BREAKER_COOLDOWN_SECONDS = env.float("SENDLATER_BREAKER_COOLDOWN_SECONDS", default=10.0)
+SENDLATER_BREAKER_MAX_COOLDOWN_SECONDS = env.float(
+    "SENDLATER_BREAKER_MAX_COOLDOWN_SECONDS", default=300.0
+)
