@@ -190,3 +190,11 @@ SENDLATER_BREAKER_COOLDOWN_SECONDS = env.float("SENDLATER_BREAKER_COOLDOWN_SECON
 SENDLATER_BREAKER_MAX_COOLDOWN_SECONDS = env.float(
     "SENDLATER_BREAKER_MAX_COOLDOWN_SECONDS", default=300.0
 )
+
+# Django's Tasks framework stores tasks as sendlater jobs (scheduling.tasks).
+TASKS = {
+    "default": {
+        "BACKEND": "scheduling.tasks.SendLaterBackend",
+        "OPTIONS": {"TEAM": env.str("SENDLATER_TASKS_TEAM", default="django-tasks")},
+    }
+}
