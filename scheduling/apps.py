@@ -8,6 +8,6 @@ class SchedulingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from scheduling import handlers
+        from scheduling import handlers, tasks  # noqa: F401 (tasks registers "django.task")
 
         handlers.load_modules(settings.SENDLATER_HANDLER_MODULES)

@@ -177,3 +177,41 @@ class ApiKey(models.Model):
     @property
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
+
+
+class DeliveryAttempt(models.Model):
+    """One try at delivering a job: when, how long, and what came back."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="delivery_attempts")
+    attempt = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    result = models.CharField(max_length=16)  # delivered | retry | dead | expired
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=300, blank=True)
+    poller = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["job", "attempt"]
+        indexes = [models.Index(fields=["job", "attempt"], name="deliveryattempt_job_attempt")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} #{self.attempt} {self.result}"
+
+
+class TaskRun(models.Model):
+    """What a Django task (django.tasks) scheduled through sendlater returned or raised."""
+
+    job = models.OneToOneField(
+        Job, on_delete=models.CASCADE, primary_key=True, related_name="task_run"
+    )
+    task_path = models.CharField(max_length=300)
+    return_value = models.JSONField(null=True, blank=True)
+    errors = models.JSONField(default=list, blank=True)  # [{"exception_class_path", "traceback"}]
+    worker_ids = models.JSONField(default=list, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    last_attempted_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.task_path} ({self.job_id})"

@@ -396,3 +396,29 @@ def job_cancel_many(
     if metadata:
         jobs = job_filter_metadata(jobs, metadata)
     return jobs.update(status=JobStatus.CANCELED, updated_at=now)
+
+
+def job_requeue(*, team: Team, job_id: uuid.UUID | str, now: datetime | None = None) -> Job:
+    """Give a dead (or expired) job a new attempt series, due now in the open bucket."""
+    now = now or db_now()
+    with transaction.atomic():
+        job = Job.objects.select_for_update().filter(id=job_id, team=team).first()
+        if job is None:
+            raise JobNotFound(f"job {job_id} does not exist.", field="id")
+        if job.status not in (JobStatus.DEAD, JobStatus.EXPIRED):
+            raise JobNotPending(
+                f"job {job_id} is {job.status}; only dead or expired jobs can be requeued.",
+                field="status",
+            )
+        job.bucket = open_bucket(now)
+        job.shard = keys.shard_of(job.id, shard_counts_record([job.bucket])[job.bucket])
+        job.due_at = now
+        job.status = JobStatus.PENDING
+        job.attempts = 0
+        job.expires_at = None
+        job.claim_owner = None
+        job.claim_epoch = None
+        job.claimed_at = None
+        job.updated_at = now
+        job.save()
+    return job

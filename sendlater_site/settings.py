@@ -253,3 +253,25 @@ if not 0 < SENDLATER_RETRY_BASE_SECONDS <= SENDLATER_RETRY_CAP_SECONDS:
     raise ImproperlyConfigured(
         "SENDLATER_RETRY_BASE_SECONDS must be positive and at most SENDLATER_RETRY_CAP_SECONDS."
     )
+
+# Webhook delivery: timeouts, per-host concurrency cap and circuit breaker.
+SENDLATER_WEBHOOK_CONNECT_TIMEOUT_SECONDS = env.float(
+    "SENDLATER_WEBHOOK_CONNECT_TIMEOUT_SECONDS", default=5.0
+)
+SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS = env.float(
+    "SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS", default=15.0
+)
+SENDLATER_WEBHOOK_MAX_PER_HOST = env.int("SENDLATER_WEBHOOK_MAX_PER_HOST", default=8)
+SENDLATER_BREAKER_FAILURES = env.int("SENDLATER_BREAKER_FAILURES", default=5)
+SENDLATER_BREAKER_COOLDOWN_SECONDS = env.float("SENDLATER_BREAKER_COOLDOWN_SECONDS", default=10.0)
+SENDLATER_BREAKER_MAX_COOLDOWN_SECONDS = env.float(
+    "SENDLATER_BREAKER_MAX_COOLDOWN_SECONDS", default=300.0
+)
+
+# Django's Tasks framework stores tasks as sendlater jobs (scheduling.tasks).
+TASKS = {
+    "default": {
+        "BACKEND": "scheduling.tasks.SendLaterBackend",
+        "OPTIONS": {"TEAM": env.str("SENDLATER_TASKS_TEAM", default="django-tasks")},
+    }
+}

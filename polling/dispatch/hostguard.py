@@ -1,0 +1,103 @@
+"""Per-host fairness: a concurrency cap and a circuit breaker for each target host.
+
+One slow or failing endpoint must not stall a shard. Each host gets at most
+``max_per_host`` deliveries at once; a host that fails ``failure_threshold`` times
+in a row is skipped (its jobs retried later) for a cool-down that doubles on each
+failed trial, up to ``max_cooldown``. After the cool-down one trial request goes
+through (half-open); its success closes the breaker.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+
+@dataclass
+class _Breaker:
+    failures: int = 0
+    open_until: float = 0.0
+    cooldown: float = 0.0
+    trial_in_flight: bool = False
+
+
+class HostOpen(Exception):
+    """The host's breaker is open; ``retry_after`` seconds until it may be tried."""
+
+    def __init__(self, host: str, retry_after: float) -> None:
+        super().__init__(f"circuit open for {host} after repeated failures")
+        self.retry_after = retry_after
+
+
+class HostGuard:
+    def __init__(
+        self,
+        *,
+        max_per_host: int,
+        failure_threshold: int,
+        cooldown: float,
+        max_cooldown: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_per_host = max_per_host
+        self.failure_threshold = failure_threshold
+        self.base_cooldown = cooldown
+        self.max_cooldown = max_cooldown
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._slots: dict[str, threading.BoundedSemaphore] = {}
+        self._breakers: dict[str, _Breaker] = {}
+
+    def _admit(self, host: str, *, probe: bool = False) -> bool:
+        """Raise HostOpen if the breaker refuses; return True for a half-open trial.
+
+        A probe only checks; it never takes the half-open trial.
+        """
+        with self._lock:
+            breaker = self._breakers.setdefault(host, _Breaker())
+            if breaker.failures < self.failure_threshold:
+                return False
+            now = self.clock()
+            if now < breaker.open_until or breaker.trial_in_flight:
+                raise HostOpen(host, max(breaker.open_until - now, 1.0))
+            if probe:
+                return False
+            breaker.trial_in_flight = True
+            return True
+
+    def record(self, host: str, *, ok: bool, trial: bool = False) -> None:
+        with self._lock:
+            breaker = self._breakers.setdefault(host, _Breaker())
+            if trial:
+                breaker.trial_in_flight = False
+            if ok:
+                self._breakers[host] = _Breaker()
+                return
+            breaker.failures += 1
+            if breaker.failures >= self.failure_threshold:
+                breaker.cooldown = min(
+                    self.max_cooldown,
+                    breaker.cooldown * 2 if breaker.cooldown else self.base_cooldown,
+                )
+                breaker.open_until = self.clock() + breaker.cooldown
+
+    def is_open(self, host: str) -> bool:
+        with self._lock:
+            breaker = self._breakers.get(host)
+            return bool(breaker and breaker.failures >= self.failure_threshold)
+
+    @contextmanager
+    def slot(self, host: str) -> Iterator[bool]:
+        """Hold one of the host's concurrency slots; yields True for a half-open trial.
+
+        Raises HostOpen without waiting when the breaker is open.
+        """
+        with self._lock:
+            semaphore = self._slots.setdefault(host, threading.BoundedSemaphore(self.max_per_host))
+        self._admit(host, probe=True)  # fail fast without queueing behind the cap
+        with semaphore:
+            # The breaker may have opened while this delivery waited for a slot.
+            yield self._admit(host)

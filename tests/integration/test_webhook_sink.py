@@ -1,0 +1,196 @@
+"""The webhook sink against a real local HTTP receiver."""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from polling.dispatch.base import ClaimedJob
+from polling.dispatch.hostguard import HostGuard
+from polling.dispatch.webhook import WebhookSink, retry_after_seconds
+from tests.support.receiver import running_receiver
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+OLD_SECRET = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+
+
+def claimed(url: str, *, team_id: int = 1, attempt: int = 1, payload=None) -> ClaimedJob:
+    now = datetime.now(UTC)
+    return ClaimedJob(
+        id=uuid.uuid4(),
+        team_id=team_id,
+        due_at=now,
+        bucket=now.replace(second=0, microsecond=0),
+        shard=3,
+        attempt=attempt,
+        target_kind="webhook",
+        target=url,
+        payload=payload if payload is not None else {"hello": "world"},
+        metadata={"booking": "b-1"},
+        expires_at=None,
+    )
+
+
+@pytest.fixture
+def allow_loopback(settings):
+    settings.SENDLATER_CALLBACK_ALLOWLIST = ["127.0.0.1"]
+
+
+def make_sink(secrets=None, **kw) -> WebhookSink:
+    lookup = secrets or (lambda ids: {i: [SECRET] for i in ids})
+    return WebhookSink(secrets_for=lookup, **kw)
+
+
+def test_signed_delivery_verifies_with_standardwebhooks(allow_loopback) -> None:
+    with running_receiver() as rx:
+        sink = make_sink()
+        job = claimed(rx.url("/ok"), attempt=2)
+        [outcome] = sink.deliver([job])
+        sink.close()
+    assert outcome.result == "delivered" and outcome.status_code == 200
+    assert outcome.duration_seconds is not None and outcome.started_at is not None
+    [request] = rx.requests
+    assert request.headers["webhook-id"] == str(job.id)
+    body = Webhook(SECRET).verify(request.body, request.headers)
+    assert body == {
+        "id": str(job.id),
+        "due_at": job.due_at.isoformat().replace("+00:00", "Z"),
+        "payload": {"hello": "world"},
+        "attempt": 2,
+        "metadata": {"booking": "b-1"},
+    }
+    with pytest.raises(WebhookVerificationError):
+        Webhook(OLD_SECRET).verify(request.body, request.headers)
+
+
+def test_rotation_sends_both_signatures(allow_loopback) -> None:
+    with running_receiver() as rx:
+        sink = make_sink(lambda ids: {i: [SECRET, OLD_SECRET] for i in ids})
+        [outcome] = sink.deliver([claimed(rx.url("/ok"))])
+        sink.close()
+    assert outcome.result == "delivered"
+    [request] = rx.requests
+    assert len(request.headers["webhook-signature"].split(" ")) == 2
+    Webhook(SECRET).verify(request.body, request.headers)
+    Webhook(OLD_SECRET).verify(request.body, request.headers)
+
+
+def test_outcomes_by_status(allow_loopback) -> None:
+    with running_receiver() as rx:
+        sink = make_sink()
+        paths = ["/ok", "/gone", "/busy", "/unavailable", "/fail", "/bad", "/redirect", "/missing"]
+        outcomes = sink.deliver([claimed(rx.url(p)) for p in paths])
+        sink.close()
+    got = {
+        p: (o.result, o.status_code, o.retry_after_seconds)
+        for p, o in zip(paths, outcomes, strict=False)
+    }
+    assert got["/ok"] == ("delivered", 200, None)
+    assert got["/gone"] == ("dead", 410, None)
+    assert got["/busy"] == ("retry", 429, 7.0)
+    assert got["/unavailable"][:2] == ("retry", 503) and got["/unavailable"][2] > 3600
+    assert got["/fail"] == ("retry", 500, None)
+    assert got["/bad"] == ("retry", 400, None)
+    assert got["/redirect"] == ("retry", 302, None)  # never followed
+    assert got["/missing"] == ("retry", 404, None)
+    assert "/ok" in rx.paths() and rx.paths().count("/ok") == 1  # the redirect was not followed
+    fail = outcomes[paths.index("/fail")]
+    assert fail.error.startswith("HTTP 500: xxx") and len(fail.error) <= 300
+
+
+def test_timeout_and_connection_refused_are_retries(allow_loopback) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+    with running_receiver() as rx:
+        sink = make_sink(read_timeout=0.3)
+        slow, refused = sink.deliver(
+            [claimed(rx.url("/slow/2")), claimed(f"http://127.0.0.1:{closed_port}/x")]
+        )
+        sink.close()
+    assert slow.result == "retry" and slow.error.startswith("timeout")
+    assert refused.result == "retry" and "ConnectError" in refused.error
+
+
+def test_connect_time_ssrf_guard(settings, monkeypatch) -> None:
+    settings.SENDLATER_CALLBACK_ALLOWLIST = []
+    real = socket.getaddrinfo
+
+    def rebinding(host, port, *args, **kwargs):
+        if host == "rebind.example.com":
+            return real("127.0.0.1", port, *args, **kwargs)
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    with running_receiver() as rx:
+        sink = make_sink()
+        literal, rebound = sink.deliver(
+            [claimed(rx.url("/ok")), claimed(f"http://rebind.example.com:{rx.port}/ok")]
+        )
+        sink.close()
+    assert literal.result == "dead" and "loopback" in literal.error
+    assert rebound.result == "dead" and "loopback" in rebound.error
+    assert rx.requests == []
+
+
+def test_slow_host_does_not_stall_others_and_breaker_opens(allow_loopback) -> None:
+    guard = HostGuard(max_per_host=2, failure_threshold=3, cooldown=30, max_cooldown=60)
+    with running_receiver() as slow_rx, running_receiver() as fast_rx:
+        sink = make_sink(concurrency=8, guard=guard, read_timeout=0.5)
+        jobs = [claimed(slow_rx.url("/slow/3")) for _ in range(12)]
+        jobs += [claimed(fast_rx.url("/ok")) for _ in range(12)]
+        t0 = time.monotonic()
+        outcomes = sink.deliver(jobs)
+        elapsed = time.monotonic() - t0
+        sink.close()
+    slow, fast = outcomes[:12], outcomes[12:]
+    assert all(o.result == "delivered" for o in fast)
+    assert all(o.result == "retry" for o in slow)
+    # At most two in flight to the slow host; after three timeouts its breaker
+    # opened and the rest were deferred without a request.
+    assert len(slow_rx.requests) <= 4
+    assert sum("circuit open" in o.error for o in slow) >= 8
+    assert all(o.retry_after_seconds for o in slow if "circuit open" in o.error)
+    assert elapsed < 3
+
+
+def test_breaker_half_opens_after_cooldown() -> None:
+    now = [0.0]
+    guard = HostGuard(
+        max_per_host=4, failure_threshold=2, cooldown=10, max_cooldown=40, clock=lambda: now[0]
+    )
+    for _ in range(2):
+        with guard.slot("h:80") as trial:
+            guard.record("h:80", ok=False, trial=trial)
+    assert guard.is_open("h:80")
+    with pytest.raises(Exception, match="circuit open"), guard.slot("h:80"):
+        pass
+    now[0] = 11
+    with guard.slot("h:80") as trial:
+        assert trial
+        guard.record("h:80", ok=False, trial=trial)  # failed trial: cool-down doubles
+    now[0] = 25
+    with pytest.raises(Exception, match="circuit open"), guard.slot("h:80"):
+        pass
+    now[0] = 32
+    with guard.slot("h:80") as trial:
+        guard.record("h:80", ok=True, trial=trial)
+    assert not guard.is_open("h:80")
+
+
+def test_retry_after_parsing() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert retry_after_seconds("120", now) == 120
+    assert retry_after_seconds("Thu, 01 Jan 2026 00:01:00 GMT", now) == 60
+    assert retry_after_seconds("garbage", now) is None
+    assert retry_after_seconds(None, now) is None
+    assert retry_after_seconds("99999999", now) == 24 * 3600
+    assert (
+        retry_after_seconds((now - timedelta(hours=1)).strftime("%a, %d %b %Y %H:%M:%S GMT"), now)
+        == 0
+    )
