@@ -34,6 +34,7 @@ run: admin
 	$(BIN)/gunicorn sendlater_site.wsgi --bind $(HOST):$(PORT) --workers 2 --access-logfile -
 
 test: export SECRET_KEY ?= test-only-not-a-secret
+test: export SECURE_SSL_REDIRECT ?= false
 test: venv
 	$(BIN)/pytest $(PYTEST_ARGS)
 
