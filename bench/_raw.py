@@ -50,10 +50,13 @@ def past_bucket() -> datetime:
 def copy_rows(url: str, table: str, columns: str, rows: list[tuple]) -> float:
     """COPY ``rows`` into ``table``; return rows per second."""
     t0 = time.perf_counter()
-    with psycopg.connect(url) as conn, conn.cursor() as cur:
-        with cur.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
+    with (
+        psycopg.connect(url) as conn,
+        conn.cursor() as cur,
+        cur.copy(f"COPY {table} ({columns}) FROM STDIN") as copy,
+    ):
+        for row in rows:
+            copy.write_row(row)
     return len(rows) / (time.perf_counter() - t0)
 
 

@@ -32,7 +32,8 @@ CREATE TABLE naive_jobs (
 CREATE INDEX naive_due ON naive_jobs (due_at) WHERE status = 'pending';
 """
 CLAIM = """
-UPDATE naive_jobs SET status = 'claimed', claim_owner = %s, claimed_at = now(), attempts = attempts + 1
+UPDATE naive_jobs SET status = 'claimed', claim_owner = %s, claimed_at = now(),
+    attempts = attempts + 1
 WHERE id IN (SELECT id FROM naive_jobs WHERE status = 'pending' AND due_at <= now()
              ORDER BY due_at LIMIT %s FOR UPDATE SKIP LOCKED)
 RETURNING id
