@@ -39,6 +39,7 @@ run: admin
 	$(PY) manage.py runservice --bind $(HOST):$(PORT) --workers 2 --pollers 2
 
 test: export SECRET_KEY ?= test-only-not-a-secret
+test: export SECURE_SSL_REDIRECT ?= false
 test: venv
 	$(BIN)/pytest $(PYTEST_ARGS)
 

@@ -11,7 +11,8 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -35,6 +36,7 @@ from scheduling.errors import (
     PayloadTooLarge,
     SchedulingError,
 )
+from scheduling.metrics import JOBS_SCHEDULED
 from scheduling.models import Job, JobStatus, TargetKind, Team
 from scheduling.selectors import job_filter_metadata
 
@@ -210,6 +212,12 @@ def _resolve_idempotency(
     return replays, aliases
 
 
+def _count_scheduled(jobs: Iterable[Job]) -> None:
+    kinds = Counter(job.target_kind for job in jobs)
+    for kind, n in kinds.items():
+        JOBS_SCHEDULED.labels(kind).inc(n)
+
+
 def _schedule_once(team: Team, specs: Sequence[JobSpec], now: datetime) -> list[tuple[Job, bool]]:
     with transaction.atomic():
         replays, aliases = _resolve_idempotency(team, specs)
@@ -244,6 +252,7 @@ def _schedule_once(team: Team, specs: Sequence[JobSpec], now: datetime) -> list[
                 updated_at=now,
             )
         Job.objects.bulk_create(list(created.values()), batch_size=_INSERT_BATCH_ROWS)
+        transaction.on_commit(lambda: _count_scheduled(created.values()))
     results: list[tuple[Job, bool]] = []
     for i in range(len(specs)):
         if i in replays:

@@ -52,6 +52,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "sendlater_site.metrics.ApiMetricsMiddleware",
 ]
 
 ROOT_URLCONF = "sendlater_site.urls"
@@ -134,14 +135,39 @@ STORAGES = {
     },
 }
 
+SENDLATER_LOG_FORMAT = env.str("SENDLATER_LOG_FORMAT", default="plain")
+if SENDLATER_LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured("SENDLATER_LOG_FORMAT must be 'plain' or 'json'.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "sendlater_site.logformat.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": SENDLATER_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- Production hardening (python manage.py check --deploy) -----------------
+# Secure by default when DEBUG is off; behind a TLS-terminating proxy set
+# SECURE_PROXY_SSL_HEADER_NAME (e.g. HTTP_X_FORWARDED_PROTO).
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
+# Probes and scrapes come over plain HTTP from inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=not DEBUG)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+# Submitting a domain to the browsers' HSTS preload list is the operator's call.
+SILENCED_SYSTEM_CHECKS = env.list("SILENCED_SYSTEM_CHECKS", default=["security.W021"])
+if _proxy_header := env.str("SECURE_PROXY_SSL_HEADER_NAME", default=""):
+    SECURE_PROXY_SSL_HEADER = (_proxy_header, "https")
+
 
 # --- Cache ----------------------------------------------------------------
 # Throttle counters live here, so it must be shared by every gunicorn worker (and
@@ -275,3 +301,12 @@ TASKS = {
         "OPTIONS": {"TEAM": env.str("SENDLATER_TASKS_TEAM", default="django-tasks")},
     }
 }
+
+# Measured jobs/s one poller delivers with the noop handler (bench/burst.py);
+# the capacity planner warns when a plan needs more than this per poller.
+SENDLATER_POLLER_CAPACITY_PER_SECOND = env.float(
+    "SENDLATER_POLLER_CAPACITY_PER_SECOND", default=5000.0
+)
+
+# /metrics on the web app: served only with this bearer token (unset: 404).
+SENDLATER_METRICS_TOKEN = env.str("SENDLATER_METRICS_TOKEN", default="")

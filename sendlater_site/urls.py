@@ -9,12 +9,17 @@ from django.views import defaults
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from scheduling.api.errors import error_body
+from sendlater_site.health import healthz, readyz
+from sendlater_site.metrics import metrics_view
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("scheduling.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
 ]
 
 

@@ -1,0 +1,63 @@
+"""The /metrics endpoint (Prometheus text format) and the API request middleware.
+
+Under gunicorn each worker counts its own requests; set PROMETHEUS_MULTIPROC_DIR
+(gunicorn.conf.py does) and the endpoint aggregates every worker's files.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import time
+from collections.abc import Callable
+
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse
+from django.views.decorators.cache import never_cache
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    generate_latest,
+    multiprocess,
+)
+
+from scheduling.metrics import API_LATENCY, API_REQUESTS, SCRAPE_COLLECTORS
+
+
+def _registry() -> CollectorRegistry:
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return REGISTRY  # scrape collectors are registered on it already
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    for collector in SCRAPE_COLLECTORS:
+        registry.register(collector)
+    return registry
+
+
+@never_cache
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Serve metrics to a scraper holding SENDLATER_METRICS_TOKEN (404 otherwise)."""
+    token = settings.SENDLATER_METRICS_TOKEN
+    sent = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+    if not token or not hmac.compare_digest(sent.encode(), token.encode()):
+        raise Http404
+    return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)
+
+
+class ApiMetricsMiddleware:
+    """Count API requests by route pattern (bounded), method and status."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not request.path.startswith("/api/"):
+            return self.get_response(request)
+        started = time.perf_counter()
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        endpoint = match.route if match is not None else "unmatched"
+        API_REQUESTS.labels(endpoint, request.method, str(response.status_code)).inc()
+        API_LATENCY.labels(endpoint).observe(time.perf_counter() - started)
+        return response
