@@ -19,6 +19,7 @@ from django.db import connection, transaction
 
 from polling import claims, selectors, services
 from polling.assignment import shards_for
+from polling.attempts import attempts_record
 from polling.dispatch.base import ClaimedJob, Sink
 from polling.models import PollerState
 from polling.retries import results_build
@@ -212,6 +213,14 @@ class Poller:
         with transaction.atomic():
             results = results_build(jobs=live, outcomes=outcomes, expired=expired, now=now)
             written = claims.write_back(owner=self.name, results=results, now=now)
+            attempts_record(
+                jobs=live + expired,
+                outcomes=outcomes,
+                results=results,
+                written=written,
+                poller=self.name,
+                now=now,
+            )
         if len(written) < len(results):
             logger.warning(
                 "poller %s: shard %s bucket %s: %s of %s results fenced out (lease lost)",

@@ -11,7 +11,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.lookups import Exact
 
 from scheduling.errors import JobNotFound
-from scheduling.models import Job, Team
+from scheduling.models import DeliveryAttempt, Job, Team
 
 # The list's order: due time, then id so that ties have a stable place (cursors).
 JOB_LIST_ORDER = ("due_at", "id")
@@ -39,6 +39,11 @@ def job_get(*, team: Team, job_id: uuid.UUID | str) -> Job:
     if job is None:
         raise JobNotFound(f"job {job_id} does not exist.", field="id")
     return job
+
+
+def delivery_attempt_list(*, job: Job) -> QuerySet[DeliveryAttempt]:
+    """The job's delivery attempts, oldest first (indexed by job and attempt)."""
+    return DeliveryAttempt.objects.filter(job=job).order_by("started_at", "attempt", "id")
 
 
 def job_list(

@@ -270,7 +270,10 @@ SENDLATER_SWEEP_SECONDS = env.float("SENDLATER_SWEEP_SECONDS", default=30)
 # On SIGTERM a poller finishes its batch; past this it exits anyway (code 1).
 SENDLATER_SHUTDOWN_GRACE_SECONDS = env.float("SENDLATER_SHUTDOWN_GRACE_SECONDS", default=30)
 # Sinks by target kind: dotted path of a class taking (concurrency=...).
-SENDLATER_SINKS = {"handler": "polling.dispatch.handlers.HandlerSink"}
+SENDLATER_SINKS = {
+    "handler": "polling.dispatch.handlers.HandlerSink",
+    "webhook": "polling.dispatch.webhook.WebhookSink",
+}
 SENDLATER_SINKS.update(env.dict("SENDLATER_SINKS", default={}))
 
 if SENDLATER_MAX_ATTEMPTS < 1:

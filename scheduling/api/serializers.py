@@ -223,3 +223,18 @@ class ErrorDetailSerializer(serializers.Serializer):
 
 class ErrorSerializer(serializers.Serializer):
     error = ErrorDetailSerializer()
+
+
+class DeliveryAttemptSerializer(serializers.Serializer):
+    attempt = serializers.IntegerField(help_text="1 for the first try of an attempt series.")
+    started_at = AwareDateTimeField()
+    duration_ms = serializers.IntegerField(allow_null=True)
+    result = serializers.ChoiceField(choices=["delivered", "retry", "dead", "expired"])
+    status_code = serializers.IntegerField(
+        allow_null=True, help_text="HTTP status of a webhook delivery."
+    )
+    error = serializers.CharField(allow_blank=True, help_text="Error class or response excerpt.")
+
+
+class DeliveryAttemptListSerializer(serializers.Serializer):
+    attempts = DeliveryAttemptSerializer(many=True)

@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from scheduling import selectors, services
 from scheduling.api import pagination, schema
 from scheduling.api.serializers import (
+    DeliveryAttemptListSerializer,
     JobBulkCreateSerializer,
     JobBulkResultSerializer,
     JobCancelManyResultSerializer,
@@ -243,3 +244,31 @@ class JobCancelManyView(TeamView):
         serializer.is_valid(raise_exception=True)
         canceled = services.job_cancel_many(team=self.team, **serializer.validated_data)
         return Response(JobCancelManyResultSerializer({"canceled": canceled}).data)
+
+
+@extend_schema(tags=["jobs"], parameters=[schema.JOB_ID_PARAMETER])
+class JobAttemptsView(TeamView):
+    @extend_schema(
+        operation_id="jobs_attempts",
+        summary="List a job's delivery attempts",
+        description="Every try, oldest first: start, duration, result, status code, error.",
+        responses={200: DeliveryAttemptListSerializer, **schema.errors(*schema.COMMON, 404)},
+    )
+    def get(self, request: Request, job_id: str) -> Response:
+        job = selectors.job_get(team=self.team, job_id=job_id)
+        attempts = selectors.delivery_attempt_list(job=job)
+        return Response(DeliveryAttemptListSerializer({"attempts": attempts}).data)
+
+
+@extend_schema(tags=["jobs"], parameters=[schema.JOB_ID_PARAMETER])
+class JobRequeueView(TeamView):
+    @extend_schema(
+        operation_id="jobs_requeue",
+        summary="Requeue a dead or expired job",
+        description="A new attempt series (attempts start again at 1), due now.",
+        request=None,
+        responses={200: JobSerializer, **schema.errors(*schema.COMMON, 404, 409)},
+    )
+    def post(self, request: Request, job_id: str) -> Response:
+        job = services.job_requeue(team=self.team, job_id=job_id)
+        return Response(JobSerializer(job).data)

@@ -1,0 +1,66 @@
+"""Delivery attempts: one row per try, written with the batch's write-back.
+
+One multi-row INSERT per batch (chunked under SQLite's parameter limit), from
+tuples, in the write-back's transaction, for the rows the fenced write-back
+actually changed: a poller that lost its lease records nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from uuid import UUID
+
+from polling.claims import Result
+from polling.dispatch.base import ClaimedJob, Outcome
+from polling.sqlutil import dt, rowcount, uid, values_rows
+
+INSERT_SQL = """
+INSERT INTO scheduling_deliveryattempt
+    (job_id, attempt, started_at, duration_ms, result, status_code, error, poller)
+VALUES {rows}
+"""
+_CHUNK_ROWS = 2000
+_ERROR_CHARS = 300
+# Write-back status -> what the attempt came to.
+_RESULT = {"delivered": "delivered", "pending": "retry", "dead": "dead", "expired": "expired"}
+
+
+def attempts_record(
+    *,
+    jobs: Sequence[ClaimedJob],
+    outcomes: Sequence[Outcome],
+    results: Sequence[Result],
+    written: Collection[UUID],
+    poller: str,
+    now: datetime,
+) -> int:
+    """Insert one attempt row per written result; return how many were inserted."""
+    if not written:
+        return 0
+    by_outcome = {o.job_id: o for o in outcomes}
+    attempt_of = {j.id: j.attempt for j in jobs}
+    rows = []
+    for result in results:
+        if result.job_id not in written:
+            continue
+        outcome = by_outcome.get(result.job_id)
+        started = outcome.started_at if outcome and outcome.started_at else now
+        duration = outcome.duration_seconds if outcome else None
+        rows.append(
+            (
+                uid(result.job_id),
+                attempt_of[result.job_id],
+                dt(started),
+                round(duration * 1000) if duration is not None else None,
+                _RESULT[result.status],
+                outcome.status_code if outcome else None,
+                (outcome.error if outcome else result.last_error)[:_ERROR_CHARS],
+                poller,
+            )
+        )
+    for start in range(0, len(rows), _CHUNK_ROWS):
+        chunk = rows[start : start + _CHUNK_ROWS]
+        placeholders, params = values_rows(chunk)
+        rowcount(INSERT_SQL.format(rows=placeholders), params)
+    return len(rows)
