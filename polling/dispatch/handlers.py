@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
+from django.db import close_old_connections
+
 from polling.dispatch.base import ClaimedJob, Outcome
 from scheduling import handlers
 
@@ -34,11 +36,19 @@ class HandlerSink:
     def deliver(self, jobs: Sequence[ClaimedJob]) -> list[Outcome]:
         if self._pool is None or len(jobs) <= 1:
             return [self._deliver_one(job) for job in jobs]
-        return list(self._pool.map(self._deliver_one, jobs))
+        return list(self._pool.map(self._deliver_in_thread, jobs))
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+
+    @staticmethod
+    def _deliver_in_thread(job: ClaimedJob) -> Outcome:
+        try:
+            return HandlerSink._deliver_one(job)
+        finally:
+            # A handler may use the ORM from a pool thread: hand its connection back.
+            close_old_connections()
 
     @staticmethod
     def _deliver_one(job: ClaimedJob) -> Outcome:

@@ -259,3 +259,23 @@ def test_failed_write_back_strands_nothing(team, monkeypatch) -> None:
     assert (job.status, job.attempts) == ("delivered", 2)
     assert job.claim_epoch == first_epoch + 1
     assert [j.id for j in sink.seen] == [job.id, job.id]
+
+
+def test_buckets_are_read_with_their_own_shard_count_across_a_cutover(team) -> None:
+    from scheduling.services import cutover_schedule
+
+    base = future_base()
+    cutover = base + timedelta(minutes=10)
+    cutover_schedule(shard_count=8, effective_from=cutover, now=base)
+    specs = [job_spec(due_at=base + timedelta(minutes=5, seconds=i)) for i in range(30)]
+    specs += [job_spec(due_at=cutover + timedelta(minutes=5, seconds=i)) for i in range(30)]
+    jobs = [j for j, _ in job_schedule_many(team=team, specs=specs, now=base)]
+    assert {j.shard for j in jobs[30:]} <= set(range(8))
+    assert len({j.shard for j in jobs[:30]} - set(range(8))) > 0
+    poller = poller_build()
+    later = cutover + timedelta(minutes=20, seconds=30)
+    run_until_idle(poller, later)
+    assert Job.objects.filter(status="delivered", attempts=1).count() == 60
+    assert ShardLease.objects.count() == 64
+    last_closed = keys.bucket_of(later, 60) - W
+    assert set(ShardCheckpoint.objects.values_list("last_drained", flat=True)) == {last_closed}

@@ -54,8 +54,10 @@ class Command(BaseCommand):
             raise CommandError(f"--concurrency must lie in 1..1000 (got {concurrency})")
         if not 0.01 <= interval <= 3600:
             raise CommandError(f"--poll-interval must lie in 0.01..3600 seconds (got {interval})")
-        if options["verbosity"] >= 2:
-            logging.getLogger("polling").setLevel(logging.DEBUG)
+        # -v 0: warnings only; -v 1 (default): as LOG_LEVEL says; -v 2: every batch.
+        if options["verbosity"] != 1:
+            level = logging.WARNING if options["verbosity"] == 0 else logging.DEBUG
+            logging.getLogger("polling").setLevel(level)
         handlers.load_modules(settings.SENDLATER_HANDLER_MODULES)
         poller = Poller(
             name=name,
