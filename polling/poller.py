@@ -21,6 +21,7 @@ from polling import claims, selectors, services
 from polling.assignment import shards_for
 from polling.attempts import attempts_record
 from polling.dispatch.base import ClaimedJob, Sink
+from polling.failpoints import failpoint
 from polling.models import PollerState
 from polling.retries import results_build
 from scheduling import conf as scheduling_conf
@@ -208,6 +209,7 @@ class Poller:
             gone = {j.id for j in expired}
             live = [j for j in jobs if j.id not in gone]
         outcomes = self.sink.deliver(live) if live else []
+        failpoint("after_dispatch")  # fault tests: crash between delivery and write-back
         self._renew_if_due()  # a slow batch must not let the lease lapse before write-back
         now = self._now()
         with transaction.atomic():
