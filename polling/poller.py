@@ -14,12 +14,14 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from uuid import UUID
 
 from django.db import connection, transaction
 
-from polling import claims, selectors, services
+from polling import claims, metrics, selectors, services
 from polling.assignment import shards_for
 from polling.attempts import attempts_record
+from polling.claims import Result
 from polling.dispatch.base import ClaimedJob, Sink
 from polling.failpoints import failpoint
 from polling.models import PollerState
@@ -32,6 +34,7 @@ from scheduling.clock import db_now, is_closed
 logger = logging.getLogger(__name__)
 
 SWEEP_BATCH_ROWS = 1000
+FAILURE_BACKOFF_CAP_SECONDS = 30.0
 
 
 class Poller:
@@ -68,6 +71,7 @@ class Poller:
         self._standby_warned = False
         self._stranded = False
         self._base: tuple[datetime, float] | None = None
+        self._failures = 0  # consecutive failed iterations
 
     # --- time ------------------------------------------------------------------
 
@@ -101,7 +105,17 @@ class Poller:
                 busy = self.step()
                 if once:
                     break
-                if not busy:
+                if self._failures:
+                    # The database is down or failing: back off, up to a cap.
+                    delay = min(FAILURE_BACKOFF_CAP_SECONDS, self.poll_interval * 2**self._failures)
+                    logger.warning(
+                        "poller %s: %s failed iterations in a row; retrying in %.1fs",
+                        self.name,
+                        self._failures,
+                        delay,
+                    )
+                    self.stopping.wait(delay)
+                elif not busy:
                     self.stopping.wait(self.poll_interval * random.uniform(0.8, 1.2))  # noqa: S311
         finally:
             self.shutdown()
@@ -114,12 +128,16 @@ class Poller:
         poller, take a new epoch and return them to pending.
         """
         try:
-            return self.iterate(now)
+            busy = self.iterate(now)
         except Exception:
+            self._failures += 1
+            metrics.POLLER_ERRORS.inc()
             logger.exception("poller %s: iteration failed; dropping leases", self.name)
             _reset_broken_connection()
             self._drop_all_leases()
             return False
+        self._failures = 0
+        return busy
 
     def shutdown(self) -> None:
         self._drop_all_leases()
@@ -203,6 +221,7 @@ class Poller:
         )
         if not jobs:
             return 0
+        metrics.CLAIM_BATCH.observe(len(jobs))
         expired = [j for j in jobs if j.expires_at is not None and j.expires_at <= now]
         live: list[ClaimedJob] = jobs
         if expired:
@@ -223,7 +242,10 @@ class Poller:
                 poller=self.name,
                 now=now,
             )
+        _count_outcomes(results, written, now)
         if len(written) < len(results):
+            metrics.FENCED_REJECTED.inc(len(results) - len(written))
+            metrics.LEASES_LOST.inc()
             logger.warning(
                 "poller %s: shard %s bucket %s: %s of %s results fenced out (lease lost)",
                 self.name,
@@ -262,6 +284,7 @@ class Poller:
         held = claims.lease_renew(owner=self.name, now=now, until=until)
         lost = set(self.leases) - set(held)
         if lost:
+            metrics.LEASES_LOST.inc(len(lost))
             logger.warning("poller %s: lost leases on shards %s", self.name, sorted(lost))
         self.leases = held
         count = selectors.shard_count_max()
@@ -295,6 +318,7 @@ class Poller:
             until = now + timedelta(seconds=self.lease_seconds)
             got = claims.lease_acquire(owner=self.name, shards=missing, now=now, until=until)
             if got:
+                metrics.LEASES_ACQUIRED.inc(len(got))
                 returned = claims.claims_return_stale(owner=self.name, shards=got, now=now)
                 logger.info(
                     "poller %s: acquired shards %s (epochs %s); %s stale claims returned",
@@ -331,12 +355,25 @@ class Poller:
                 for job_id, shard, bucket, epoch in stranded
             ]
             moved = claims.sweep_move(owner=self.name, moves=moves, now=now)
+        metrics.SWEEP_MOVED.inc(moved)
         logger.warning(
             "poller %s: swept %s late-written rows into bucket %s",
             self.name,
             moved,
             open_bucket.isoformat(),
         )
+
+
+def _count_outcomes(results: list[Result], written: set[UUID], now: datetime) -> None:
+    """Export what the write-back recorded: outcomes by result, delivery latency."""
+    outcome = {"pending": "retry"}
+    for result in results:
+        if result.job_id not in written:
+            continue
+        kind = outcome.get(result.status, result.status)
+        metrics.DELIVERIES.labels(kind).inc()
+        if kind == "delivered":
+            metrics.DELIVERY_LATENCY.observe(max(0.0, (now - result.due_at).total_seconds()))
 
 
 def _reset_broken_connection() -> None:

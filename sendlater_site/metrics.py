@@ -22,7 +22,16 @@ from prometheus_client import (
     multiprocess,
 )
 
-from scheduling.metrics import API_LATENCY, API_REQUESTS, SCRAPE_COLLECTORS
+from polling.metrics import ShardLagCollector
+from scheduling.metrics import (
+    API_LATENCY,
+    API_REQUESTS,
+    SCRAPE_COLLECTORS,
+    register_scrape_collector,
+)
+
+# Per-shard lag and backlog, computed from the database at each scrape.
+register_scrape_collector(ShardLagCollector())
 
 
 def _registry() -> CollectorRegistry:

@@ -11,6 +11,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError, connection
+from prometheus_client import start_http_server
 
 from polling import conf
 from polling.dispatch.router import Router, sinks_build
@@ -38,6 +40,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--once", action="store_true", help="one pass over owned shards, then exit"
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=int,
+            default=None,
+            help="serve Prometheus metrics on this port (default: none)",
+        )
+        parser.add_argument(
+            "--metrics-addr", default="127.0.0.1", help="address for --metrics-port"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         name = options["name"] or f"{socket.gethostname()}-{os.getpid()}"
@@ -59,6 +70,18 @@ class Command(BaseCommand):
             level = logging.WARNING if options["verbosity"] == 0 else logging.DEBUG
             logging.getLogger("polling").setLevel(level)
         handlers.load_modules(settings.SENDLATER_HANDLER_MODULES)
+        _database_reachable()
+        port = options["metrics_port"]
+        if port is not None:
+            if not 1 <= port <= 65535:
+                raise CommandError(f"--metrics-port must lie in 1..65535 (got {port})")
+            try:
+                start_http_server(port, addr=options["metrics_addr"])
+            except OSError as error:
+                raise CommandError(
+                    f"--metrics-port {port}: cannot listen on {options['metrics_addr']}: {error}"
+                ) from error
+            logger.info("metrics on http://%s:%s/metrics", options["metrics_addr"], port)
         poller = Poller(
             name=name,
             sink=Router(sinks_build(concurrency=concurrency)),
@@ -75,6 +98,22 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from error
         _install_signals(poller)
         poller.run(once=options["once"])
+
+
+def _database_reachable() -> None:
+    """Fail at start with a clear message when the database cannot be reached."""
+    try:
+        connection.ensure_connection()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM polling_shardlease LIMIT 1")
+    except DatabaseError as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise CommandError(
+            f"database unreachable or not migrated ({type(error).__name__}: {first_line}); "
+            "check DATABASE_URL and run `python manage.py migrate`"
+        ) from error
+    finally:
+        connection.close()
 
 
 def _option(value: Any, default: Any, flag: str, kind: type) -> Any:
