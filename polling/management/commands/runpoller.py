@@ -27,6 +27,9 @@ _NAME_MAX = 200
 
 class Command(BaseCommand):
     help = "Run a poller: own shards through leases and deliver due jobs."
+    # Checks run after the database check below, so an unreachable database is
+    # reported as such rather than as a traceback from a system check.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--name", help="poller name (default: host-pid); unique per process")
@@ -71,6 +74,7 @@ class Command(BaseCommand):
             logging.getLogger("polling").setLevel(level)
         handlers.load_modules(settings.SENDLATER_HANDLER_MODULES)
         _database_reachable()
+        self.check()
         port = options["metrics_port"]
         if port is not None:
             if not 1 <= port <= 65535:
