@@ -198,7 +198,8 @@ def run(args: argparse.Namespace, pollers: int, children: list[subprocess.Popen[
         )
         delivered, span, p50, p99, early = cursor.fetchone()
         cursor.execute(
-            "SELECT count(*), min(error) FROM scheduling_deliveryattempt WHERE result <> 'delivered'"
+            "SELECT count(*), min(error) FROM scheduling_deliveryattempt"
+            " WHERE result <> 'delivered'"
         )
         failed_attempts, sample_error = cursor.fetchone()
     tag = f"[P={pollers}]"
