@@ -116,8 +116,6 @@ def _database_reachable() -> None:
             f"database unreachable or not migrated ({type(error).__name__}: {first_line}); "
             "check DATABASE_URL and run `python manage.py migrate`"
         ) from error
-    finally:
-        connection.close()
 
 
 def _option(value: Any, default: Any, flag: str, kind: type) -> Any:
