@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -70,3 +71,22 @@ def test_metrics_port_serves_poller_metrics(tmp_path) -> None:
     finally:
         proc.terminate()
         assert proc.wait(timeout=30) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_json_logs_name_the_poller() -> None:
+    env = child_env(SENDLATER_DB_POOL="false", SENDLATER_LOG_FORMAT="json")
+    proc = subprocess.run(
+        [sys.executable, "manage.py", "runpoller", "--name", "j1", "--once"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    assert lines, proc.stderr
+    acquired = [line for line in lines if "acquired shards" in line["message"]]
+    assert acquired and acquired[0]["poller"] == "j1" and acquired[0]["level"] == "INFO"
+    assert all(line.get("poller") == "j1" for line in lines if line["logger"].startswith("polling"))

@@ -16,6 +16,7 @@ from prometheus_client import start_http_server
 
 from polling import conf
 from polling.dispatch.router import Router, sinks_build
+from polling.logcontext import ProcessContext
 from polling.poller import Poller
 from polling.services import PollerNameInUse
 from scheduling import handlers
@@ -73,6 +74,9 @@ class Command(BaseCommand):
             level = logging.WARNING if options["verbosity"] == 0 else logging.DEBUG
             logging.getLogger("polling").setLevel(level)
         handlers.load_modules(settings.SENDLATER_HANDLER_MODULES)
+        # Every log line of this process names its poller (a field in JSON logs).
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(ProcessContext(poller=name))
         _database_reachable()
         self.check()
         port = options["metrics_port"]
