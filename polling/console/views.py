@@ -161,8 +161,17 @@ class CutoverForm(forms.Form):
     def __init__(self, *args: Any, now: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.now = now
-        self.fields["shard_count"].max_value = scheduling_conf.max_shards()
+        # The ceiling is a setting read at request time, so it is checked in clean.
         self.fields["shard_count"].widget.attrs["max"] = scheduling_conf.max_shards()
+
+    def clean_shard_count(self) -> int:
+        value = self.cleaned_data["shard_count"]
+        ceiling = scheduling_conf.max_shards()
+        if value > ceiling:
+            raise forms.ValidationError(
+                f"Ensure this value is less than or equal to {ceiling} (SENDLATER_MAX_SHARDS)."
+            )
+        return value
 
     def clean_effective_from(self) -> Any:
         value = self.cleaned_data["effective_from"]
