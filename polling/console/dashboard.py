@@ -1,8 +1,8 @@
 """The lag dashboard's figures: per-shard rows, a summary and two time series.
 
 Every figure comes from a fixed handful of grouped queries whatever the shard
-count (leases, checkpoints, pollers, backlog by shard, backlog by minute,
-deliveries by minute, deliveries by shard): never one query per shard.
+count (leases, checkpoints, pollers, due backlog by bucket and shard, deliveries
+by minute, deliveries by shard): never one query per shard.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Min, Q
+from django.db.models import Case, Count, DateTimeField, F, Min, Q, Value, When
 from django.db.models.functions import TruncMinute
 
 from polling.models import Poller, PollerState, ShardCheckpoint, ShardLease
@@ -96,32 +96,46 @@ def _due_pending(now: datetime):  # type: ignore[no-untyped-def]
     return Job.objects.filter(status=JobStatus.PENDING, bucket__lte=open_bucket, due_at__lte=now)
 
 
-def _series(now: datetime, total_backlog: int) -> Series:
+def _backlog_rows(now: datetime, start: datetime) -> list[dict]:
+    """Due pending rows grouped by ``(bucket, shard)``, buckets before ``start`` folded
+    into one: a single pass over the pending index serves both the per-shard figures
+    and the backlog history (its leading columns are exactly what is grouped).
+    """
+    width = scheduling_conf.bucket_seconds()
+    first = keys.bucket_of(start, width)
+    folded = Case(
+        When(bucket__lt=first, then=Value(first - timedelta(seconds=width))),
+        default=F("bucket"),
+        output_field=DateTimeField(),
+    )
+    return list(
+        _due_pending(now)
+        .annotate(b=folded)
+        .values("b", "shard")
+        .annotate(depth=Count("id"), oldest=Min("due_at"))
+    )
+
+
+def _series(now: datetime, start: datetime, backlog_rows: list[dict], total: int) -> Series:
     """Delivered per minute and due backlog at each minute's end, last 30 minutes.
 
-    The backlog at ``t`` is rebuilt from today's rows: jobs pending now that were
-    due by ``t``, plus jobs delivered after ``t`` that were due by ``t``. (A job
-    retried since has a later due time, so the history is a close approximation.)
+    The backlog at ``t`` is rebuilt from today's rows: jobs pending now whose bucket
+    began by ``t``, plus jobs delivered after ``t`` that were due by ``t``. (A job
+    retried or written late since sits in a later bucket, so the history is a close
+    approximation, not a recording.)
     """
-    end = now.replace(second=0, microsecond=0)
-    start = end - (SERIES_MINUTES - 1) * MINUTE
     minutes = [start + i * MINUTE for i in range(SERIES_MINUTES)]
-    width = scheduling_conf.bucket_seconds()
-    pending_by_minute = {
-        row["minute"]: row["n"]
-        for row in _due_pending(now)
-        .filter(bucket__gte=keys.bucket_of(start, width), due_at__gte=start)
-        .annotate(minute=TruncMinute("due_at"))
-        .values("minute")
-        .annotate(n=Count("id"))
-    }
+    pending_by_minute: dict[datetime, int] = defaultdict(int)
+    for row in backlog_rows:
+        if row["b"] >= start:
+            pending_by_minute[row["b"].replace(second=0, microsecond=0)] += row["depth"]
     delivered_pairs = list(
         Job.objects.filter(status=JobStatus.DELIVERED, delivered_at__gte=start)
         .annotate(due_minute=TruncMinute("due_at"), done_minute=TruncMinute("delivered_at"))
         .values("due_minute", "done_minute")
         .annotate(n=Count("id"))
     )
-    delivered = defaultdict(int)
+    delivered: dict[datetime, int] = defaultdict(int)
     for row in delivered_pairs:
         delivered[row["done_minute"]] += row["n"]
     backlog: list[int] = []
@@ -129,9 +143,9 @@ def _series(now: datetime, total_backlog: int) -> Series:
         t = minute + MINUTE  # the minute's end
         due_later = sum(n for m, n in pending_by_minute.items() if m >= t)
         in_flight = sum(
-            row["n"] for row in delivered_pairs if row["due_minute"] < t and row["done_minute"] >= t
+            row["n"] for row in delivered_pairs if row["due_minute"] < t <= row["done_minute"]
         )
-        backlog.append(max(0, total_backlog - due_later) + in_flight)
+        backlog.append(max(0, total - due_later) + in_flight)
     return Series(minutes=minutes, delivered=[delivered[m] for m in minutes], backlog=backlog)
 
 
@@ -144,12 +158,13 @@ def dashboard_build(*, now: datetime, threshold_seconds: float, sort: str = "sha
         )
     )
     checkpoints = dict(ShardCheckpoint.objects.values_list("shard", "last_drained"))
-    backlog = {
-        row["shard"]: row
-        for row in _due_pending(now)
-        .values("shard")
-        .annotate(depth=Count("id"), oldest=Min("due_at"))
-    }
+    start = now.replace(second=0, microsecond=0) - (SERIES_MINUTES - 1) * MINUTE
+    backlog_rows = _backlog_rows(now, start)
+    backlog: dict[int, dict] = {}
+    for row in backlog_rows:
+        shard = backlog.setdefault(row["shard"], {"depth": 0, "oldest": row["oldest"]})
+        shard["depth"] += row["depth"]
+        shard["oldest"] = min(shard["oldest"], row["oldest"])
     delivered_now = dict(
         Job.objects.filter(status=JobStatus.DELIVERED, delivered_at__gte=now - MINUTE)
         .values("shard")
@@ -217,6 +232,6 @@ def dashboard_build(*, now: datetime, threshold_seconds: float, sort: str = "sha
         threshold_seconds=threshold_seconds,
         rows=rows,
         summary=summary,
-        series=_series(now, total),
+        series=_series(now, start, backlog_rows, total),
         warnings=warnings,
     )
