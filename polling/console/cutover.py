@@ -50,7 +50,7 @@ def peak_measure(*, now: datetime) -> Peak:
             status=JobStatus.PENDING, bucket__gte=open_bucket, bucket__lt=now + PEAK_WINDOW
         )
         .values("bucket")
-        .annotate(n=Count("id"))
+        .annotate(n=Count("*"))
         .aggregate(m=Max("n"))["m"]
         or 0
     )
@@ -58,7 +58,7 @@ def peak_measure(*, now: datetime) -> Peak:
         Job.objects.filter(status=JobStatus.DELIVERED, delivered_at__gte=now - PEAK_WINDOW)
         .annotate(minute=TruncMinute("delivered_at"))
         .values("minute")
-        .annotate(n=Count("id"))
+        .annotate(n=Count("*"))
         .aggregate(m=Max("n"))["m"]
         or 0
     )
