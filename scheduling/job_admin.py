@@ -12,6 +12,7 @@ counts of large results (see ``scheduling.paginators``).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -96,9 +97,21 @@ class DeliveryAttemptInline(admin.TabularInline):
         return False
 
 
-def _report(
-    modeladmin: admin.ModelAdmin, request: HttpRequest, verb: str, done: int, refused: list[str]
+def _each_job(
+    modeladmin: admin.ModelAdmin,
+    request: HttpRequest,
+    queryset: QuerySet[Job],
+    verb: str,
+    service: Callable[[Job], Any],
 ) -> None:
+    """Call ``service`` per selected job; report how many it did and why it refused."""
+    done, refused = 0, []
+    for job in queryset.select_related("team"):
+        try:
+            service(job)
+            done += 1
+        except SchedulingError as error:
+            refused.append(error.message)
     modeladmin.message_user(request, f"{verb} {done} job(s).", messages.SUCCESS)
     if refused:
         modeladmin.message_user(
@@ -111,39 +124,28 @@ def _report(
     permissions=["change"],
 )
 def requeue_jobs(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
-    done, refused = 0, []
-    for job in queryset.select_related("team"):
-        try:
-            job_requeue(team=job.team, job_id=job.id)
-            done += 1
-        except SchedulingError as error:
-            refused.append(error.message)
-    _report(modeladmin, request, "Requeued", done, refused)
+    _each_job(
+        modeladmin, request, queryset, "Requeued", lambda j: job_requeue(team=j.team, job_id=j.id)
+    )
 
 
 @admin.action(description="Cancel selected pending jobs", permissions=["change"])
 def cancel_jobs(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
-    done, refused = 0, []
-    for job in queryset.select_related("team"):
-        try:
-            job_cancel(team=job.team, job_id=job.id)
-            done += 1
-        except SchedulingError as error:
-            refused.append(error.message)
-    _report(modeladmin, request, "Canceled", done, refused)
+    _each_job(
+        modeladmin, request, queryset, "Canceled", lambda j: job_cancel(team=j.team, job_id=j.id)
+    )
 
 
 @admin.action(description="Fire selected pending jobs now", permissions=["change"])
 def fire_now(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
-    done, refused = 0, []
-    for job in queryset.select_related("team"):
-        try:
-            # Reschedule to now: the job moves to the open bucket and its shard there.
-            job_reschedule(team=job.team, job_id=job.id, due_at=db_now())
-            done += 1
-        except SchedulingError as error:
-            refused.append(error.message)
-    _report(modeladmin, request, "Fired", done, refused)
+    # Reschedule to now: the job moves to the open bucket and its shard there.
+    _each_job(
+        modeladmin,
+        request,
+        queryset,
+        "Fired",
+        lambda j: job_reschedule(team=j.team, job_id=j.id, due_at=db_now()),
+    )
 
 
 class JobAdmin(admin.ModelAdmin):
