@@ -118,11 +118,12 @@ def _lease_line(lease: ShardLease) -> str:
 
 @admin.action(description="Move selected shards to a poller (pin)…", permissions=["move_shards"])
 def pin_shards(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> Any:
+    # Read on every POST, the confirming one included: only a poller live now is a target.
     live = live_poller_names()
 
     def run(lease: ShardLease, data: dict[str, Any]) -> str | None:
         target = data["poller"]
-        if target not in live_poller_names():
+        if target not in live:
             return None
         services.shard_pin(shard=lease.shard, poller=target)
         return f"Pinned shard {lease.shard} to poller {target} (owner was {lease.owner})."
