@@ -146,6 +146,13 @@ class Job(models.Model):
                 name="job_claimed_shard_bucket",
             ),
             models.Index(fields=["team", "due_at"], name="job_team_due"),
+            # The console's deliveries per minute and per shard: a range on recent
+            # deliveries, never a scan of every delivered row (bench/dashboard.py).
+            models.Index(
+                fields=["delivered_at", "shard", "due_at"],
+                condition=Q(status="delivered"),
+                name="job_delivered_at",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -311,5 +311,10 @@ SENDLATER_POLLER_CAPACITY_PER_SECOND = env.float(
     "SENDLATER_POLLER_CAPACITY_PER_SECOND", default=6000.0
 )
 
+# Operator console: shards lagging more than this (seconds) are highlighted.
+SENDLATER_LAG_THRESHOLD_SECONDS = env.float("SENDLATER_LAG_THRESHOLD_SECONDS", default=60.0)
+# The lag dashboard reloads itself this often (seconds; 0 turns it off).
+SENDLATER_DASHBOARD_REFRESH_SECONDS = env.int("SENDLATER_DASHBOARD_REFRESH_SECONDS", default=5)
+
 # /metrics on the web app: served only with this bearer token (unset: 404).
 SENDLATER_METRICS_TOKEN = env.str("SENDLATER_METRICS_TOKEN", default="")
