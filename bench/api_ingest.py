@@ -153,6 +153,7 @@ def main() -> int:
         DATABASE_URL=database_url,
         SECRET_KEY="bench-only-not-a-secret",
         DEBUG="false",
+        SECURE_SSL_REDIRECT="false",  # plain HTTP on loopback
         ALLOWED_HOSTS=HOST,
         LOG_LEVEL="WARNING",
         SENDLATER_THROTTLE_JOBS="1000000/min",

@@ -80,7 +80,7 @@ def _row(job: Job) -> tuple[object, ...]:
         job.status,
         job.target_kind,
         job.target,
-        json.dumps(job.payload, separators=(",", ":")),
+        job.__dict__.get("_payload_json") or json.dumps(job.payload, separators=(",", ":")),
         json.dumps(job.metadata, separators=(",", ":")),
         job.idempotency_key,
         job.request_fingerprint,

@@ -117,13 +117,15 @@ def _validate_target(target_kind: str, target: str) -> None:
         raise InvalidTarget("target kind must be 'webhook' or 'handler'.", field="target_kind")
 
 
-def _validate_payload(payload: Any) -> None:
+def _validate_payload(payload: Any) -> str:
+    """Check the payload; return its compact JSON (the bulk path stores this text)."""
     if payload is None:
         raise SchedulingError("payload must not be null.", field="payload")
     try:
-        size = len(json.dumps(payload, separators=(",", ":"), allow_nan=False).encode())
+        text = json.dumps(payload, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as error:
         raise SchedulingError("payload must be JSON.", field="payload") from error
+    size = len(text) if text.isascii() else len(text.encode())
     limit = conf.max_payload_bytes()
     if size > limit:
         raise PayloadTooLarge(
@@ -131,13 +133,19 @@ def _validate_payload(payload: Any) -> None:
             "(SENDLATER_MAX_PAYLOAD_BYTES).",
             field="payload",
         )
+    return text
 
 
 def job_spec_validate(spec: JobSpec, *, now: datetime) -> None:
     """Raise a SchedulingError naming the field if ``spec`` cannot be scheduled."""
+    _spec_check(spec, now)
+
+
+def _spec_check(spec: JobSpec, now: datetime) -> str:
+    """``job_spec_validate``, returning the payload's compact JSON."""
     _validate_due_at(spec.due_at, now)
     _validate_target(spec.target_kind, spec.target)
-    _validate_payload(spec.payload)
+    text = _validate_payload(spec.payload)
     if spec.window_seconds < 0:
         raise SchedulingError("window_seconds must not be negative.", field="window_seconds")
     if spec.expires_after_seconds is not None and spec.expires_after_seconds < 0:
@@ -148,6 +156,7 @@ def job_spec_validate(spec: JobSpec, *, now: datetime) -> None:
         isinstance(k, str) and isinstance(v, str) for k, v in spec.metadata.items()
     ):
         raise SchedulingError("metadata must map strings to strings.", field="metadata")
+    return text
 
 
 def _effective_due(job_id: uuid.UUID, due_at: datetime, window_seconds: int) -> datetime:
@@ -165,13 +174,17 @@ def _count_scheduled(jobs: Iterable[Job]) -> None:
         JOBS_SCHEDULED.labels(kind).inc(n)
 
 
-def _schedule_once(team: Team, specs: Sequence[JobSpec], now: datetime) -> list[tuple[Job, bool]]:
+def _schedule_once(
+    team: Team, specs: Sequence[JobSpec], now: datetime, texts: Sequence[str] | None
+) -> list[tuple[Job, bool]]:
+    width, opened = conf.bucket_seconds(), open_bucket(now)
     with transaction.atomic():
         replays, aliases = _resolve_idempotency(team, specs)
         fresh = [i for i in range(len(specs)) if i not in replays and i not in aliases]
         ids = {i: uuid.uuid4() for i in fresh}
         dues = {i: _effective_due(ids[i], specs[i].due_at, specs[i].window_seconds) for i in fresh}
-        places = {i: _place(dues[i], now) for i in fresh}
+        # The late-write rule of _place, with the open bucket computed once.
+        places = {i: max(keys.bucket_of(dues[i], width), opened) for i in fresh}
         counts = shard_counts_record(places.values())
         created: dict[int, Job] = {}
         for i in fresh:
@@ -197,6 +210,7 @@ def _schedule_once(team: Team, specs: Sequence[JobSpec], now: datetime) -> list[
                 ),
                 created_at=now,
                 updated_at=now,
+                _payload_json=texts[i] if texts is not None else None,
             )
         idempotency_record(team, list(created.values()), now)
         jobs_insert(list(created.values()))
@@ -212,14 +226,16 @@ def _schedule_once(team: Team, specs: Sequence[JobSpec], now: datetime) -> list[
     return results
 
 
-def _schedule(team: Team, specs: Sequence[JobSpec], now: datetime) -> list[tuple[Job, bool]]:
+def _schedule(
+    team: Team, specs: Sequence[JobSpec], now: datetime, texts: Sequence[str] | None = None
+) -> list[tuple[Job, bool]]:
     try:
-        return _schedule_once(team, specs, now)
+        return _schedule_once(team, specs, now, texts)
     except IntegrityError as error:
         if not is_key_violation(error):
             raise
         # A concurrent request committed the same key first: replay against it.
-        return _schedule_once(team, specs, now)
+        return _schedule_once(team, specs, now, texts)
 
 
 def job_schedule_many(
@@ -235,12 +251,13 @@ def job_schedule_many(
     Validation errors name the spec: ``[17].due_at``.
     """
     now = now or db_now()
+    texts = []
     for index, spec in enumerate(specs):
         try:
-            job_spec_validate(spec, now=now)
+            texts.append(_spec_check(spec, now))
         except SchedulingError as error:
             raise type(error)(error.message, field=f"[{index}].{error.field}") from error
-    return _schedule(team, specs, now)
+    return _schedule(team, specs, now, texts)
 
 
 def job_schedule(
