@@ -156,7 +156,7 @@ def run(args: argparse.Namespace, pollers: int, env: dict[str, str]) -> float:
     team, _ = Team.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
     # Leave room to insert the jobs and start the pollers before the burst; the
     # burst's minute opens at ``first`` (a bucket boundary).
-    lead = 15 + args.jobs / 8000
+    lead = 20 + args.jobs / 5000
     first = keys.bucket_end(keys.bucket_of(db_now() + timedelta(seconds=lead), 60), 60)
     spread = min(args.spread, 59.999)
     started = time.monotonic()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import timedelta
 from io import StringIO
@@ -168,3 +169,28 @@ def test_claim_retries_a_serialization_failure_outside_a_transaction(monkeypatch
     now = db_now()
     got = claims.claim(owner="x", epoch=1, bucket=open_bucket(now), shard=0, now=now, limit=10)
     assert got == [] and len(calls) == 2
+
+
+@pytest.mark.parametrize("jobs", [20, 1500])
+def test_a_batch_costs_the_same_statements_whatever_its_size(team, jobs) -> None:
+    """Claim, write-back and the attempts INSERT: one statement each per batch."""
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.support.pollers import future_base, poller_build
+
+    base = future_base()
+    specs = [job_spec(due_at=base + timedelta(seconds=1)) for _ in range(jobs)]
+    scheduled = [job for job, _ in job_schedule_many(team=team, specs=specs, now=base)]
+    shard = scheduled[0].shard
+    in_shard = sum(job.shard == shard for job in scheduled)
+    poller = poller_build(batch_size=2000)
+    poller.iterate(now=base - timedelta(seconds=5))  # leases, partitions; nothing due yet
+    poller._base = (base + timedelta(seconds=5), time.monotonic())
+    poller._next_maintenance = base + timedelta(hours=1)  # lease renewal is time-gated
+    with CaptureQueriesContext(connection) as queries:
+        claimed = poller._batch(base, shard)
+    assert claimed == in_shard
+    work = [q["sql"] for q in queries if "SAVEPOINT" not in q["sql"]]
+    assert len(work) == 3, work  # claim, write-back, attempts INSERT
+    assert work[0].lstrip().startswith("UPDATE scheduling_job SET status = 'claimed'")
+    assert Job.objects.filter(shard=shard, status="delivered").count() == in_shard
