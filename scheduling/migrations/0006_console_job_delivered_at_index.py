@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduling', '0004_delivery_attempts_task_runs'),
+        ('scheduling', '0005_partitioned_jobs_idempotency_keys'),
     ]
 
     operations = [
