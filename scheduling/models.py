@@ -151,6 +151,13 @@ class Job(models.Model):
                 condition=Q(status="delivered"),
                 name="job_delivered_at",
             ),
+            # The dead letters an operator requeues from the admin: few rows, written
+            # only when a job dies or is requeued, never on the delivery hot path.
+            models.Index(
+                fields=["due_at"],
+                condition=Q(status__in=["dead", "expired"]),
+                name="job_dead_due",
+            ),
         ]
 
     def __str__(self) -> str:

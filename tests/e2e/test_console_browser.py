@@ -20,9 +20,10 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from polling.models import ShardLease
+from scheduling import keys
 from scheduling.clock import db_now
 from scheduling.cutovers import cutover_earliest
-from scheduling.models import Job, JobStatus, ShardCountSchedule
+from scheduling.models import Bucket, Job, JobStatus, ShardCountSchedule
 from tests.support.console import job_make, lagging
 from tests.support.factories import team_create
 from tests.support.pollers import poller_build
@@ -88,6 +89,8 @@ def test_operator_walkthrough(page, live_server, settings, tmp_path) -> None:
     ahead = now + timedelta(hours=2)
     for i in range(120):  # the busiest bucket ahead sets the preview's peak
         job_make(team, shard=i % 64, due_at=ahead + timedelta(milliseconds=i))
+    # Their bucket was recorded with 64 shards: it keeps them after the cutover.
+    Bucket.objects.create(start=keys.bucket_of(ahead, 60), shard_count=64)
     dead = job_make(team, shard=1, due_at=now - timedelta(hours=1), status=JobStatus.DEAD)
     owner = ShardLease.objects.get(shard=5).owner
     target = "p2" if owner == "p1" else "p1"
@@ -129,6 +132,7 @@ def test_operator_walkthrough(page, live_server, settings, tmp_path) -> None:
     page.click("#cutover-preview-button")
     assert page.locator("#cutover-preview").is_visible()
     assert page.inner_text("#peak") == "120"
+    assert page.inner_text("#recorded-after").startswith("1 bucket(s)")
     page.screenshot(path=str(shots / "cutover-preview.png"), full_page=True)
     page.click("#cutover-confirm")
     assert "Cutover scheduled: 128 shards" in page.inner_text(".messagelist")

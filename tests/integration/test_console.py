@@ -67,6 +67,7 @@ def test_dashboard_highlights_lagging_shard_and_summarises(client, mover, team, 
     assert 'id="shard-5" class="over-threshold"' in html
     assert 'class="bar over" data-shard="5"' in html
     assert 'name="_selected_action"' in html  # this operator may move shards
+    assert "setInterval" in html and "<svg" in html and "cdn" not in html.lower()
 
 
 def test_dashboard_sorts(client, mover, team) -> None:

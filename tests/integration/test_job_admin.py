@@ -123,3 +123,24 @@ def test_large_estimates_skip_the_count(monkeypatch) -> None:
     monkeypatch.setattr(paginators, "estimate_count", lambda qs: 10_000_000)
     paginator = EstimatedCountPaginator(Job.objects.order_by("pk"), 100)
     assert paginator.count == 10_000_000
+
+
+@pytest.mark.postgres
+def test_console_queries_have_their_indexes() -> None:
+    """The dead-letter filter and the dashboard's delivery counts are index ranges."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+    now = db_now()
+    queries = {
+        "job_dead_due": Job.objects.filter(status="dead").order_by("-due_at")[:100],
+        "job_delivered_at": Job.objects.filter(
+            status="delivered", delivered_at__gte=now - timedelta(minutes=1)
+        ).values("shard"),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # tiny tables: show the index choice
+        for index, queryset in queries.items():
+            sql, params = queryset.query.sql_with_params()
+            cursor.execute("EXPLAIN " + sql, params)
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+            assert index in plan, plan
