@@ -32,6 +32,8 @@ from polling.sqlutil import (
     uid,
     values_rows,
 )
+from polling.writeback import Result as Result
+from polling.writeback import write_back as write_back
 
 # A lease row of shard ``{shard}`` held by owner ``%s`` at epoch ``{epoch}`` and not expired.
 _FENCE = (
@@ -217,72 +219,7 @@ def claim(
     ]
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
-    """The write-back of one claimed job: its final status, or where it goes next."""
-
-    job_id: UUID
-    status: str  # delivered | pending (retry) | dead | expired
-    due_at: datetime
-    bucket: datetime
-    shard: int
-    last_error: str = ""
-    # The bucket the row was claimed in, when a retry moves it (None: ``bucket``).
-    from_bucket: datetime | None = None
-
-    @property
-    def claimed_bucket(self) -> datetime:
-        return self.from_bucket or self.bucket
-
-
-WRITE_BACK_SQL = (
-    """
-WITH v (v_id, v_from_bucket, v_status, v_due_at, v_bucket, v_shard, v_error) AS (VALUES {rows})
-UPDATE scheduling_job AS j SET
-    status = v.v_status, due_at = v.v_due_at, bucket = v.v_bucket, shard = v.v_shard,
-    last_error = v.v_error, updated_at = %s,
-    delivered_at = CASE WHEN v.v_status = 'delivered' THEN %s ELSE j.delivered_at END,
-    claim_owner = CASE WHEN v.v_status = 'pending' THEN NULL ELSE j.claim_owner END,
-    claim_epoch = CASE WHEN v.v_status = 'pending' THEN NULL ELSE j.claim_epoch END
-FROM v
-WHERE j.bucket IN ({buckets}) AND j.id = v.v_id AND j.bucket = v.v_from_bucket
-  AND j.status = 'claimed' AND j.claim_owner = %s AND """
-    + _FENCE.format(shard="j.shard", epoch="j.claim_epoch")
-    + "\nRETURNING id"
-)
-
-
-def write_back(*, owner: str, results: Sequence[Result], now: datetime) -> set[UUID]:
-    """Write a batch's results in one UPDATE ... FROM (VALUES ...); return the ids written.
-
-    Fenced per row: the row is still claimed by ``owner`` at the epoch it was
-    claimed with, and that lease is still ``owner``'s at that epoch and unexpired.
-    A retried row moves to its new ``(bucket, shard)``, which the caller recorded
-    with ``shard_counts_record`` in the same transaction. Rows are addressed by
-    ``(id, claimed bucket)`` and the claimed buckets are also listed as constants
-    (one for a poller's batch), so PostgreSQL prunes to their partitions.
-    """
-    if not results:
-        return set()
-    rows, params = values_rows(
-        [
-            (
-                uid(r.job_id),
-                dt(r.claimed_bucket),
-                r.status,
-                dt(r.due_at),
-                dt(r.bucket),
-                r.shard,
-                r.last_error,
-            )
-            for r in results
-        ]
-    )
-    buckets = sorted({r.claimed_bucket for r in results})
-    sql = WRITE_BACK_SQL.format(rows=rows, buckets=placeholders(len(buckets)))
-    tail = [*(dt(b) for b in buckets), owner, owner, dt(now)]
-    written = fetch_all(sql, [*params, dt(now), dt(now), *tail])
-    return {to_uuid(job_id) for (job_id,) in written}
+# --- write-back: polling.writeback (re-exported here) -----------------------------
 
 
 # --- checkpoints --------------------------------------------------------------
@@ -399,7 +336,7 @@ SWEEP_MOVE_SQL = """
 WITH v (v_id, v_old_bucket, v_old_shard, v_epoch, v_bucket, v_shard) AS (VALUES {rows})
 UPDATE scheduling_job AS j SET bucket = v.v_bucket, shard = v.v_shard, updated_at = %s
 FROM v
-WHERE j.bucket IN ({buckets}) AND j.id = v.v_id AND j.status = 'pending'
+WHERE j.bucket IN ({buckets}) AND j.id IN ({ids}) AND j.id = v.v_id AND j.status = 'pending'
   AND j.bucket = v.v_old_bucket
   AND j.shard = v.v_old_shard AND """ + _FENCE.format(shard="v.v_old_shard", epoch="v.v_epoch")
 
@@ -418,5 +355,8 @@ def sweep_move(
         [(uid(i), dt(ob), os_, ep, dt(nb), ns) for i, ob, os_, ep, nb, ns in moves]
     )
     old = sorted({ob for _, ob, _, _, _, _ in moves})
-    sql = SWEEP_MOVE_SQL.format(rows=rows, buckets=placeholders(len(old)))
-    return rowcount(sql, [*params, dt(now), *(dt(b) for b in old), owner, dt(now)])
+    sql = SWEEP_MOVE_SQL.format(
+        rows=rows, buckets=placeholders(len(old)), ids=placeholders(len(moves))
+    )
+    ids = [uid(m[0]) for m in moves]
+    return rowcount(sql, [*params, dt(now), *(dt(b) for b in old), *ids, owner, dt(now)])
