@@ -18,13 +18,14 @@ from uuid import UUID
 
 from django.db import connection, transaction
 
-from polling import claims, metrics, selectors, services
+from polling import claims, conf, metrics, selectors, services
 from polling.assignment import shards_for
 from polling.attempts import attempts_record
 from polling.claims import Result
 from polling.dispatch.base import ClaimedJob, Sink
 from polling.failpoints import failpoint
 from polling.models import PollerState
+from polling.renewer import PROGRESS, LeaseRenewer
 from polling.retries import results_build
 from scheduling import conf as scheduling_conf
 from scheduling import keys
@@ -100,6 +101,12 @@ class Poller:
 
     def run(self, *, once: bool = False) -> None:
         """Loop until ``stop()`` (or one pass with ``once``), then shut down cleanly."""
+        renewer = LeaseRenewer(
+            owner=self.name,
+            lease_seconds=self.lease_seconds,
+            stall_seconds=conf.dispatch_stall_seconds(),
+        )
+        renewer.start()
         try:
             while not self.stopping.is_set():
                 busy = self.step()
@@ -118,6 +125,7 @@ class Poller:
                 elif not busy:
                     self.stopping.wait(self.poll_interval * random.uniform(0.8, 1.2))  # noqa: S311
         finally:
+            renewer.stop()
             self.shutdown()
 
     def step(self, now: datetime | None = None) -> bool:
@@ -227,7 +235,11 @@ class Poller:
         if expired:
             gone = {j.id for j in expired}
             live = [j for j in jobs if j.id not in gone]
-        outcomes = self.sink.deliver(live) if live else []
+        PROGRESS.begin()
+        try:
+            outcomes = self.sink.deliver(live) if live else []
+        finally:
+            PROGRESS.end()
         failpoint("after_dispatch")  # fault tests: crash between delivery and write-back
         self._renew_if_due()  # a slow batch must not let the lease lapse before write-back
         now = self._now()

@@ -123,11 +123,16 @@ class Cluster:
         )
 
     def wait_ready(self, timeout: float = 30) -> None:
-        """gunicorn answers and every poller holds at least one lease."""
+        """gunicorn answers, every poller has registered and the shards are owned."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self._check_alive()
-            if self._port_open() and len(self.lease_owners()) >= len(self.pollers):
+            (registered, free) = sql(
+                "SELECT (SELECT count(*) FROM polling_poller WHERE state = 'active'),"
+                " (SELECT count(*) FROM polling_shardlease WHERE owner IS NULL)"
+            )[0]
+            owned = registered >= len(self.pollers) and self.lease_owners() and not free
+            if owned and self._port_open():
                 return
             time.sleep(0.1)
         raise AssertionError(f"cluster not ready after {timeout}s; logs in {self.tmp}")
@@ -204,13 +209,15 @@ class Cluster:
     def claimed_by(self, *names: str) -> int:
         owners = list(names) or list(self.pollers)
         (count,) = sql(
-            "SELECT count(*) FROM scheduling_job WHERE status = 'claimed' AND claim_owner = ANY(%s)",
+            "SELECT count(*) FROM scheduling_job"
+            " WHERE status = 'claimed' AND claim_owner = ANY(%s)",
             [owners],
         )[0]
         return int(count)
 
     def open_work(self) -> int:
-        (count,) = sql("SELECT count(*) FROM scheduling_job WHERE status IN ('pending', 'claimed')")[0]
+        query = "SELECT count(*) FROM scheduling_job WHERE status IN ('pending', 'claimed')"
+        (count,) = sql(query)[0]
         return int(count)
 
     def drain(self, timeout: float) -> float:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from scheduling.models import Team
+from scheduling.models import ShardCountSchedule, Team
 from scheduling.teams import api_key_create
 from tests.faults.audit import audit_install, audit_uninstall
 from tests.faults.cluster import SETTINGS, Cluster
@@ -34,6 +34,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(pytest.mark.faults)
         item.add_marker(pytest.mark.slow)
         item.add_marker(pytest.mark.postgres)
+        # transaction=True also re-seeds the shard-count schedule after each flush.
+        item.add_marker(pytest.mark.django_db(transaction=True))
         if connection.vendor != "postgresql":
             item.add_marker(
                 pytest.mark.skip(
@@ -43,7 +45,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             )
         elif item.get_closest_marker("faults_full") and not FULL:
             item.add_marker(
-                pytest.mark.skip(reason="full fault run only: make faults (SENDLATER_FAULTS_FULL=1)")
+                pytest.mark.skip(reason="full run only: make faults (SENDLATER_FAULTS_FULL=1)")
             )
 
 
@@ -63,9 +65,7 @@ def report_and_assert(report: Report) -> None:
 
 
 @pytest.fixture
-def make_cluster(
-    transactional_db, settings, tmp_path
-) -> Iterator[Callable[..., Cluster]]:  # type: ignore[no-untyped-def]
+def make_cluster(transactional_db, settings, tmp_path) -> Iterator[Callable[..., Cluster]]:  # type: ignore[no-untyped-def]
     """Start gunicorn, pollers p0..p{n-1} and the receiver; tear all down after."""
     for name, value in SETTINGS.items():
         setattr(settings, name, value)
@@ -73,8 +73,14 @@ def make_cluster(
     made: list[Cluster] = []
 
     def make(
-        *, pollers: int = 3, failpoints: dict[str, str] | None = None, skew: dict | None = None
+        *,
+        pollers: int = 3,
+        failpoints: dict[str, str] | None = None,
+        skew: dict | None = None,
+        shards: int | None = None,
     ) -> Cluster:
+        if shards is not None:  # before any bucket records a count
+            ShardCountSchedule.objects.update(shard_count=shards)
         team = Team.objects.create(slug=f"faults-{time.monotonic_ns()}", name="faults")
         _key, secret = api_key_create(team=team, name="faults")
         cluster = Cluster(tmp=tmp_path, api_key=secret, receiver=FaultReceiver(port=0))

@@ -15,6 +15,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -26,6 +27,7 @@ class Receipt:
     at: float  # unix seconds, this machine's clock (the database's too: same host)
     status: int
     timestamp_header: int  # webhook-timestamp as sent (the sender's wall clock)
+    due_at: float  # the due time this attempt was claimed for (a retry's is later)
 
 
 @dataclass
@@ -70,6 +72,10 @@ class FaultReceiver:
         return 200, {}, 0.0
 
 
+def _unix(value: str | None) -> float:
+    return datetime.fromisoformat(value).timestamp() if value else 0.0
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -97,6 +103,7 @@ def _handler(receiver: FaultReceiver) -> type[BaseHTTPRequestHandler]:
                 at=at,
                 status=status,
                 timestamp_header=int(self.headers.get("webhook-timestamp", "0")),
+                due_at=_unix(doc.get("due_at")),
             )
             with receiver.lock:
                 receiver.receipts.append(receipt)

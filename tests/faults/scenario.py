@@ -34,9 +34,7 @@ def run(
     """``n`` jobs due over ``span`` s from 2 s ahead; ``fault`` runs ``fault_at`` s in
     (it may block while the fault lasts); racing writes stop after ``duration`` s."""
     t0 = time.monotonic()
-    schedule(
-        cluster, seed=seed, n=n, start_in=2.0, span=span, dead_fraction=dead_fraction, hot=hot
-    )
+    schedule(cluster, seed=seed, n=n, start_in=2.0, span=span, dead_fraction=dead_fraction, hot=hot)
     racer = RacingWriter(cluster, seed=seed, **(writer or {}))
     if racing:
         racer.__enter__()

@@ -87,3 +87,35 @@ def test_failpoint_stall_past_lease_before_write_back(make_cluster, seed: int) -
         c.fault_end(window)
 
     run(cluster, "stall past lease before write-back", seed=seed, fault=fault, n=200)
+
+
+@pytest.mark.parametrize("seed", [1])
+def test_batch_slower_than_the_lease_keeps_its_lease(make_cluster, seed: int) -> None:
+    """A receiver answering in 0.9 s (inside the 1 s timeout) for 5 s: a full batch
+    (25 rows, 8 at a time) lasts 3.6 s, longer than the 3 s lease. The poller must
+    keep its lease through it: a lost lease fences out the write-back and the next
+    owner delivers the batch again, round after round (regression: the background
+    lease renewer, polling/renewer.py). Nothing is in flight "by fault": bound 0."""
+    cluster = make_cluster(shards=4)
+
+    def slow_receiver(c: Cluster) -> None:
+        window = c.fault_begin("receiver slow: 0.9 s per answer")
+        c.receiver.latency_seconds = 0.9
+        time.sleep(5.0)
+        c.receiver.latency_seconds = 0.005
+        c.fault_end(window)
+
+    report = run(
+        cluster,
+        "batch slower than the lease",
+        seed=seed,
+        fault=slow_receiver,
+        n=150,
+        span=2.0,
+        fault_at=0,
+        duration=5,
+        racing=False,
+    )
+    assert report.duplicates == 0
+    logs = "".join(p.read_text() for p in cluster.tmp.glob("p*.log"))
+    assert "fenced out" not in logs and "lost leases" not in logs

@@ -37,11 +37,12 @@ def schedule(
         if hot and rng.random() < hot[1]:
             offset = hot[0] + rng.uniform(0, 1)
         path = "/hook/always500" if rng.random() < dead_fraction else "/hook"
+        due = _iso(now + timedelta(seconds=offset))
         jobs.append(
             {
-                "due_at": _iso(now + timedelta(seconds=offset)),
+                "due_at": due,
                 "callback_url": cluster.receiver.url(path),
-                "payload": {"seed": seed, "i": i},
+                "payload": {"seed": seed, "i": i, "due": due},  # a retry moves due_at on
             }
         )
     return cluster.submit_bulk(jobs)
@@ -81,7 +82,11 @@ class RacingWriter:
         while not self._stop.wait(self.every):
             base = self.around or datetime.now(UTC)
             due = base + timedelta(seconds=self.rng.uniform(self.lo, self.hi))
-            body = {"due_at": _iso(due), "callback_url": self.cluster.receiver.url("/hook")}
+            body = {
+                "due_at": _iso(due),
+                "callback_url": self.cluster.receiver.url("/hook"),
+                "payload": {"due": _iso(due)},
+            }
             try:
                 status, answer = self.cluster.post("/api/v1/jobs", body)
             except OSError as error:
