@@ -56,13 +56,15 @@ def check(
     """Check I1-I6 and return the report (the caller prints and asserts on it)."""
     report = Report(name)
     # The due time asked for: a retry moves ``due_at`` on, the payload keeps the first.
+    # A job written with a due time already past can fire no earlier than its write:
+    # lag counts from the later of the two.
     jobs = {
-        str(job_id): (status, due.timestamp(), attempts, recorded)
-        for job_id, status, due, attempts, recorded in sql(
+        str(job_id): (status, due.timestamp(), attempts, recorded, created.timestamp())
+        for job_id, status, due, attempts, recorded, created in sql(
             "SELECT j.id, j.status, COALESCE((j.payload->>'due')::timestamptz, j.due_at),"
             " j.attempts,"
-            " (SELECT count(*) FROM scheduling_deliveryattempt a WHERE a.job_id = j.id)"
-            " FROM scheduling_job j"
+            " (SELECT count(*) FROM scheduling_deliveryattempt a WHERE a.job_id = j.id),"
+            " j.created_at FROM scheduling_job j"
         )
     }
     receipts = cluster.receiver.snapshot()
@@ -96,7 +98,7 @@ def _dump(cluster: Cluster, jobs: dict, receipts: list[Receipt]) -> None:
 def _no_loss(report: Report, jobs: dict, receipts: list[Receipt]) -> None:
     """I1: every job ended delivered (and the receiver has it) or dead with attempts."""
     ok = {r.job_id for r in receipts if 200 <= r.status < 300}
-    for job_id, (status, _due, attempts, recorded) in jobs.items():
+    for job_id, (status, _due, attempts, recorded, _created) in jobs.items():
         if status == "delivered":
             report.delivered += 1
             if job_id not in ok:
@@ -184,12 +186,12 @@ def _recovery(
         # Takeover: a lease, two polls (and ``extra``, e.g. retry backoff) after the end;
         # then the backlog piled up by then drains at the measured throughput.
         takeover = (w.end or w.start) + LEASE_SECONDS + 2 * POLL_SECONDS + extra
-        backlog = sum(1 for job_id, at in firsts.items() if at > takeover >= jobs[job_id][1])
+        backlog = sum(1 for job_id, at in firsts.items() if at > takeover >= _ready(jobs[job_id]))
         drain = backlog / report.throughput if report.throughput else 0.0
         deadlines.append((w.start, takeover + drain))
     late = []
     for job_id, at in firsts.items():
-        due = jobs[job_id][1]
+        due = _ready(jobs[job_id])
         report.max_lag = max(report.max_lag, at - due)
         allowed = max([due, *(d for start, d in deadlines if start <= at)])
         if at > allowed + LAG_TARGET_SECONDS + SLACK_SECONDS:
@@ -197,6 +199,11 @@ def _recovery(
     if late:
         faults = [(w.what, round(w.start, 2), round(w.end, 2)) for w in cluster.faults]
         report.fail(f"I5: {len(late)} jobs delivered after their deadline: {late[:3]} {faults}")
+
+
+def _ready(job: tuple) -> float:
+    """When a job could first fire: its due time, or its write if that came later."""
+    return max(job[1], job[4])
 
 
 def _never_early(report: Report, jobs: dict, receipts: list[Receipt]) -> None:

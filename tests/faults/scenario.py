@@ -29,7 +29,7 @@ def run(
     racing: bool = True,
     writer: dict[str, Any] | None = None,
     extra_bound: int = 0,
-    hot: tuple[float, float] | None = None,
+    hot: tuple[float, float, float] | None = None,
 ) -> Report:
     """``n`` jobs due over ``span`` s from 2 s ahead; ``fault`` runs ``fault_at`` s in
     (it may block while the fault lasts); racing writes stop after ``duration`` s."""

@@ -24,18 +24,18 @@ def schedule(
     start_in: float,
     span: float,
     dead_fraction: float = 0.0,
-    hot: tuple[float, float] | None = None,
+    hot: tuple[float, float, float] | None = None,
 ) -> list[str]:
     """``n`` jobs due at seeded random times in ``[now + start_in, + span]`` (so across
-    buckets, and across shards by their ids); ``hot=(at, share)`` puts that share of
-    them into one popular second ``at`` seconds ahead. Returns the ids."""
+    buckets, and across shards by their ids); ``hot=(at, share, width)`` puts that
+    share of them into ``width`` popular seconds from ``at`` on. Returns the ids."""
     rng = random.Random(seed)
     now = db_now()
     jobs: list[dict[str, Any]] = []
     for i in range(n):
         offset = start_in + rng.uniform(0, span)
         if hot and rng.random() < hot[1]:
-            offset = hot[0] + rng.uniform(0, 1)
+            offset = hot[0] + rng.uniform(0, hot[2])
         path = "/hook/always500" if rng.random() < dead_fraction else "/hook"
         due = _iso(now + timedelta(seconds=offset))
         jobs.append(
