@@ -33,11 +33,16 @@ api-key: export DEBUG ?= true
 api-key: migrate
 	@$(PY) manage.py create_api_key --team $(or $(TEAM),demo)
 
+DEMO_PORT ?= 8001
+
 run: export DEBUG ?= true
+run: export SENDLATER_CALLBACK_ALLOWLIST ?= 127.0.0.1
 run: admin
 	$(PY) manage.py collectstatic --noinput -v 0
-	@echo "sendlater on http://$(HOST):$(PORT)/  (admin at http://$(HOST):$(PORT)/admin/), 2 pollers; Ctrl-C stops all"
-	$(PY) manage.py runservice --bind $(HOST):$(PORT) --workers 2 --pollers 2
+	$(PY) manage.py seed_demo --receiver http://127.0.0.1:$(DEMO_PORT)/hooks/demo
+	@echo "sendlater on http://$(HOST):$(PORT)/  (admin at http://$(HOST):$(PORT)/admin/), 2 pollers,"
+	@echo "demo receiver on 127.0.0.1:$(DEMO_PORT) (deliveries are logged below within a minute); Ctrl-C stops all"
+	$(PY) manage.py runservice --bind $(HOST):$(PORT) --workers 2 --pollers 2 --demo-receiver $(DEMO_PORT)
 
 test: export SECRET_KEY ?= test-only-not-a-secret
 test: export SECURE_SSL_REDIRECT ?= false

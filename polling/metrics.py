@@ -48,10 +48,27 @@ POLLER_ERRORS = Counter(
 class ShardLagCollector(Collector):
     """Per-shard lag, due backlog and oldest due age, read when scraped."""
 
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        # Registration asks for the names; answering from collect() would query the
+        # database at import time (before migrations, or with no database at all).
+        return iter(self._families())
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
         from polling.selectors import shard_lag_list
         from scheduling.clock import db_now
 
+        lag, backlog, oldest = self._families()
+        for row in shard_lag_list(now=db_now()):
+            label = [str(row.shard)]
+            lag.add_metric(label, row.lag_seconds)
+            backlog.add_metric(label, row.due_backlog)
+            oldest.add_metric(label, row.oldest_due_age_seconds or 0.0)
+        yield lag
+        yield backlog
+        yield oldest
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
         lag = GaugeMetricFamily(
             "sendlater_shard_lag_seconds",
             "now - (checkpoint + W) while due jobs wait, per shard.",
@@ -65,11 +82,4 @@ class ShardLagCollector(Collector):
             "Age of the oldest due pending job, per shard (0 when none).",
             labels=["shard"],
         )
-        for row in shard_lag_list(now=db_now()):
-            label = [str(row.shard)]
-            lag.add_metric(label, row.lag_seconds)
-            backlog.add_metric(label, row.due_backlog)
-            oldest.add_metric(label, row.oldest_due_age_seconds or 0.0)
-        yield lag
-        yield backlog
-        yield oldest
+        return lag, backlog, oldest

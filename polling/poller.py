@@ -219,9 +219,10 @@ class Poller:
     def _batch(self, bucket: datetime, shard: int) -> int:
         """Claim, deliver and write back one batch of ``(bucket, shard)``."""
         now = self._now()
+        epoch = self.leases[shard]
         jobs = claims.claim(
             owner=self.name,
-            epoch=self.leases[shard],
+            epoch=epoch,
             bucket=bucket,
             shard=shard,
             now=now,
@@ -265,10 +266,16 @@ class Poller:
                 bucket.isoformat(),
                 len(results) - len(written),
                 len(results),
+                extra={"shard": shard, "bucket": bucket.isoformat(), "epoch": epoch},
             )
             self.leases.pop(shard, None)
         logger.debug(
-            "poller %s: shard %s bucket %s: %s claimed", self.name, shard, bucket, len(jobs)
+            "poller %s: shard %s bucket %s: %s claimed",
+            self.name,
+            shard,
+            bucket,
+            len(jobs),
+            extra={"shard": shard, "bucket": bucket.isoformat(), "batch_size": len(jobs)},
         )
         return len(jobs)
 

@@ -308,7 +308,7 @@ TASKS = {
 # Measured jobs/s one poller delivers with the noop handler (bench/burst.py);
 # the capacity planner warns when a plan needs more than this per poller.
 SENDLATER_POLLER_CAPACITY_PER_SECOND = env.float(
-    "SENDLATER_POLLER_CAPACITY_PER_SECOND", default=5000.0
+    "SENDLATER_POLLER_CAPACITY_PER_SECOND", default=6000.0
 )
 
 # /metrics on the web app: served only with this bearer token (unset: 404).

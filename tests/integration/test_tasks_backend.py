@@ -87,3 +87,17 @@ def test_unknown_results_and_bad_tasks() -> None:
         tasks_demo.add.get_result("not-a-uuid")
     with pytest.raises(InvalidTask, match="aware"):
         tasks_demo.add.using(run_after=db_now().replace(tzinfo=None)).enqueue(1, 2)
+
+
+def test_a_poller_runs_the_task_through_the_handler_sink() -> None:
+    from polling.dispatch.handlers import HandlerSink
+    from polling.dispatch.router import Router
+    from tests.support.pollers import poller_build
+
+    result = tasks_demo.add.enqueue(19, 23)
+    poller = poller_build(sink=Router({"handler": HandlerSink(concurrency=1)}))
+    poller.iterate(now=db_now() + timedelta(seconds=2))
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.return_value == 42
+    assert Job.objects.get(id=result.id).status == JobStatus.DELIVERED

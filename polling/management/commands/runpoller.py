@@ -16,6 +16,7 @@ from prometheus_client import start_http_server
 
 from polling import conf
 from polling.dispatch.router import Router, sinks_build
+from polling.logcontext import ProcessContext
 from polling.poller import Poller
 from polling.services import PollerNameInUse
 from scheduling import handlers
@@ -27,6 +28,9 @@ _NAME_MAX = 200
 
 class Command(BaseCommand):
     help = "Run a poller: own shards through leases and deliver due jobs."
+    # Checks run after the database check below, so an unreachable database is
+    # reported as such rather than as a traceback from a system check.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--name", help="poller name (default: host-pid); unique per process")
@@ -70,7 +74,11 @@ class Command(BaseCommand):
             level = logging.WARNING if options["verbosity"] == 0 else logging.DEBUG
             logging.getLogger("polling").setLevel(level)
         handlers.load_modules(settings.SENDLATER_HANDLER_MODULES)
+        # Every log line of this process names its poller (a field in JSON logs).
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(ProcessContext(poller=name))
         _database_reachable()
+        self.check()
         port = options["metrics_port"]
         if port is not None:
             if not 1 <= port <= 65535:
@@ -112,8 +120,6 @@ def _database_reachable() -> None:
             f"database unreachable or not migrated ({type(error).__name__}: {first_line}); "
             "check DATABASE_URL and run `python manage.py migrate`"
         ) from error
-    finally:
-        connection.close()
 
 
 def _option(value: Any, default: Any, flag: str, kind: type) -> Any:

@@ -30,6 +30,13 @@ class Command(BaseCommand):
         parser.add_argument("--bind", default="127.0.0.1:8000", help="gunicorn host:port")
         parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
         parser.add_argument("--pollers", type=int, default=2, help="runpoller processes")
+        parser.add_argument(
+            "--demo-receiver",
+            type=int,
+            default=None,
+            metavar="PORT",
+            help="also run the demo webhook receiver on 127.0.0.1:PORT",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not 0 <= options["pollers"] <= 64:
@@ -52,6 +59,9 @@ class Command(BaseCommand):
             ]
         ]
         commands += [[sys.executable, manage, "runpoller"] for _ in range(options["pollers"])]
+        if options["demo_receiver"] is not None:
+            port = str(options["demo_receiver"])
+            commands.append([sys.executable, manage, "demo_receiver", "--port", port])
         stopping = False
 
         def on_signal(signum: int, _frame: object) -> None:
@@ -63,7 +73,12 @@ class Command(BaseCommand):
         # Fixed argv lists built above (this interpreter, this manage.py): no shell.
         children = [subprocess.Popen(cmd, cwd=settings.BASE_DIR) for cmd in commands]  # noqa: S603
         self.stderr.write(
-            f"runservice: gunicorn on {options['bind']} and {len(children) - 1} pollers"
+            f"runservice: gunicorn on {options['bind']}, {options['pollers']} pollers"
+            + (
+                f", demo receiver on :{options['demo_receiver']}"
+                if options["demo_receiver"]
+                else ""
+            )
         )
         failed = None
         while not stopping and failed is None:

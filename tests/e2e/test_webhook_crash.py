@@ -1,0 +1,94 @@
+"""A poller killed between a webhook's 2xx and its write-back: exactly one duplicate.
+
+The first poller runs with the ``after_dispatch=exit`` failpoint: it claims the job,
+the receiver answers 200, and the process dies (``os._exit``, like kill -9) before
+writing the result back. A second poller takes the shard over after the lease
+expires, returns the stale claim to pending and delivers again: the receiver sees
+the job twice, with the same ``webhook-id``; the database says delivered once.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from standardwebhooks.webhooks import Webhook
+
+from scheduling.clock import db_now
+from scheduling.models import DeliveryAttempt, Job
+from scheduling.services import job_schedule
+from tests.support.factories import team_create
+from tests.support.procs import ROOT, child_env
+from tests.support.receiver import running_receiver
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        connection.vendor != "postgresql",
+        reason="multi-process pollers need PostgreSQL (SKIP LOCKED, concurrent writers)",
+    ),
+]
+
+
+def start_poller(name: str, tmp_path, **extra: str) -> subprocess.Popen:
+    env = child_env(
+        SENDLATER_LEASE_SECONDS="3",
+        SENDLATER_POLL_INTERVAL_SECONDS="0.2",
+        SENDLATER_CALLBACK_ALLOWLIST="127.0.0.1",
+        SENDLATER_DB_POOL="false",
+        **extra,
+    )
+    log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 (closed with the process)
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "runpoller", "--name", name],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def test_crash_after_delivery_duplicates_once_with_the_same_webhook_id(tmp_path, settings) -> None:
+    settings.SENDLATER_CALLBACK_ALLOWLIST = ["127.0.0.1"]
+    team = team_create(slug="crash")
+    with running_receiver() as rx:
+        job, _ = job_schedule(
+            team=team,
+            due_at=db_now() + timedelta(seconds=1),
+            target_kind="webhook",
+            target=rx.url("/ok"),
+            payload={"n": 1},
+        )
+        doomed = start_poller("doomed", tmp_path, SENDLATER_FAILPOINTS="after_dispatch=exit")
+        assert doomed.wait(timeout=30) == 137, (tmp_path / "doomed.log").read_text()
+        assert len(rx.requests) == 1
+        assert Job.objects.get(id=job.id).status == "claimed"  # delivered, not written back
+
+        heir = start_poller("heir", tmp_path)
+        try:
+            deadline = time.monotonic() + 30
+            while Job.objects.get(id=job.id).status != "delivered":
+                assert time.monotonic() < deadline, (tmp_path / "heir.log").read_text()
+                time.sleep(0.2)
+        finally:
+            heir.terminate()
+            heir.wait(timeout=20)
+
+    row = Job.objects.get(id=job.id)
+    assert row.attempts == 2 and row.claim_owner == "heir"
+    assert len(rx.requests) == 2  # exactly one duplicate
+    first, second = rx.requests
+    assert first.headers["webhook-id"] == second.headers["webhook-id"] == str(job.id)
+    assert [r.json()["attempt"] for r in rx.requests] == [1, 2]
+    for request in rx.requests:
+        Webhook(team.signing_secret).verify(request.body, request.headers)
+    # Only the write-back that happened is recorded as an attempt.
+    assert list(DeliveryAttempt.objects.filter(job=job).values_list("attempt", "result")) == [
+        (2, "delivered")
+    ]
