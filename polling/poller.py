@@ -18,7 +18,7 @@ from uuid import UUID
 
 from django.db import connection, transaction
 
-from polling import claims, conf, metrics, selectors, services
+from polling import claims, metrics, selectors, services
 from polling.assignment import shards_for
 from polling.attempts import attempts_record
 from polling.claims import Result
@@ -101,12 +101,7 @@ class Poller:
 
     def run(self, *, once: bool = False) -> None:
         """Loop until ``stop()`` (or one pass with ``once``), then shut down cleanly."""
-        renewer = LeaseRenewer(
-            owner=self.name,
-            lease_seconds=self.lease_seconds,
-            stall_seconds=conf.dispatch_stall_seconds(),
-        )
-        renewer.start()
+        renewer = LeaseRenewer.started(owner=self.name, lease_seconds=self.lease_seconds)
         try:
             while not self.stopping.is_set():
                 busy = self.step()
@@ -236,11 +231,8 @@ class Poller:
         if expired:
             gone = {j.id for j in expired}
             live = [j for j in jobs if j.id not in gone]
-        PROGRESS.begin()
-        try:
+        with PROGRESS.dispatching_batch():  # the lease renewer may renew while it progresses
             outcomes = self.sink.deliver(live) if live else []
-        finally:
-            PROGRESS.end()
         failpoint("after_dispatch")  # fault tests: crash between delivery and write-back
         self._renew_if_due()  # a slow batch must not let the lease lapse before write-back
         now = self._now()

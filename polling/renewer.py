@@ -17,11 +17,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 from django.db import connection
 
-from polling import claims
+from polling import claims, conf
 from scheduling.clock import db_now
 
 logger = logging.getLogger(__name__)
@@ -31,19 +33,21 @@ class DispatchProgress:
     """Whether a batch is being delivered, and when a delivery last finished.
 
     One per process (a ``runpoller`` runs one poller): sinks ``touch()`` it after
-    each delivery, the loop marks the dispatch's start and end.
+    each delivery, the loop wraps each dispatch in ``dispatching_batch()``.
     """
 
     def __init__(self) -> None:
         self.dispatching = False
         self._at = time.monotonic()
 
-    def begin(self) -> None:
+    @contextmanager
+    def dispatching_batch(self) -> Iterator[None]:
         self._at = time.monotonic()
         self.dispatching = True
-
-    def end(self) -> None:
-        self.dispatching = False
+        try:
+            yield
+        finally:
+            self.dispatching = False
 
     def touch(self) -> None:
         self._at = time.monotonic()
@@ -72,6 +76,17 @@ class LeaseRenewer:
         self.progress = progress
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lease-renewer", daemon=True)
+
+    @classmethod
+    def started(cls, *, owner: str, lease_seconds: float) -> LeaseRenewer:
+        """A running renewer with the stall limit the settings give."""
+        renewer = cls(
+            owner=owner,
+            lease_seconds=lease_seconds,
+            stall_seconds=conf.dispatch_stall_seconds(),
+        )
+        renewer.start()
+        return renewer
 
     def start(self) -> None:
         self._thread.start()

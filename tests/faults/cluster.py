@@ -158,14 +158,15 @@ class Cluster:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)
                 proc.send_signal(signal.SIGTERM)
+        if self.web is not None and self.web.poll() is None:
+            self.web.terminate()  # meanwhile: it has nothing in flight
         for name, proc in self.pollers.items():
             try:
                 codes[name] = proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 codes[name] = proc.wait(timeout=10)
-        if self.web is not None and self.web.poll() is None:
-            self.web.terminate()
+        if self.web is not None:
             try:
                 self.web.wait(timeout=15)
             except subprocess.TimeoutExpired:

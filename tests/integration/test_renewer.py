@@ -27,16 +27,15 @@ def test_renews_while_deliveries_finish_and_stops_when_stuck() -> None:
     renewer = LeaseRenewer(owner="p1", lease_seconds=60, stall_seconds=5, progress=progress)
 
     assert renewer.renew_if_progressing() is None  # between batches: the loop's job
-    progress.begin()
-    assert set(renewer.renew_if_progressing() or {}) == {0, 1}
-    after = _held_until()
-    assert all(after[s] > before[s] + timedelta(seconds=50) for s in before)
+    with progress.dispatching_batch():
+        assert set(renewer.renew_if_progressing() or {}) == {0, 1}
+        after = _held_until()
+        assert all(after[s] > before[s] + timedelta(seconds=50) for s in before)
 
-    progress._at -= 6  # no delivery finished for longer than the stall limit: stuck
-    assert renewer.renew_if_progressing() is None
-    progress.touch()
-    assert renewer.renew_if_progressing() is not None
-    progress.end()
+        progress._at -= 6  # no delivery finished for longer than the stall limit: stuck
+        assert renewer.renew_if_progressing() is None
+        progress.touch()
+        assert renewer.renew_if_progressing() is not None
     assert renewer.renew_if_progressing() is None
 
 
@@ -45,6 +44,6 @@ def test_an_expired_lease_is_not_revived() -> None:
     now = db_now()
     claims.lease_acquire(owner="p1", shards=[0], now=now, until=now - timedelta(seconds=1))
     progress = DispatchProgress()
-    progress.begin()
     renewer = LeaseRenewer(owner="p1", lease_seconds=3, stall_seconds=5, progress=progress)
-    assert renewer.renew_if_progressing() == {}
+    with progress.dispatching_batch():
+        assert renewer.renew_if_progressing() == {}
