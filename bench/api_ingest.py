@@ -40,7 +40,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=1000, help="jobs per bulk request")
     parser.add_argument("--concurrency", type=int, default=4, help="client threads")
     parser.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
-    parser.add_argument("--port", type=int, default=8250, help="in 8200-8299")
+    parser.add_argument("--port", type=int, default=8250, help="in 8200-8499")
     parser.add_argument("--pg", default="postgres://postgres@127.0.0.1:5432")
     parser.add_argument("--database", default="sendlater_bench_api")
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
@@ -145,14 +145,15 @@ def percentile(values: list[float], fraction: float) -> float:
 
 def main() -> int:
     args = parse_args()
-    if not 8200 <= args.port <= 8299:
-        raise SystemExit("--port must lie in 8200-8299")
+    if not 8200 <= args.port <= 8499:
+        raise SystemExit("--port must lie in 8200-8499")
     database_url = f"{args.pg}/{args.database}"
     env = dict(
         os.environ,
         DATABASE_URL=database_url,
         SECRET_KEY="bench-only-not-a-secret",
         DEBUG="false",
+        SECURE_SSL_REDIRECT="false",  # plain HTTP on loopback
         ALLOWED_HOSTS=HOST,
         LOG_LEVEL="WARNING",
         SENDLATER_THROTTLE_JOBS="1000000/min",
@@ -163,6 +164,7 @@ def main() -> int:
     server = None
     try:
         manage(env, "migrate", "--noinput", "-v", "0")
+        manage(env, "partitions", "--ensure", "--days", "3")
         key = manage(env, "create_api_key", "--team", "bench").splitlines()[-2].split(": ", 1)[1]
         server = subprocess.Popen(
             [

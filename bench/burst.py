@@ -1,20 +1,24 @@
-"""Burst benchmark: N jobs due within one bucket, P pollers with the noop handler.
+"""Burst benchmark: N jobs due within one minute (one bucket), P pollers, noop handler.
 
 Usage (from the repository root, PostgreSQL on 127.0.0.1:5432):
 
-    .venv/bin/python bench/burst.py                       # N=200000, S=64, P=1
+    .venv/bin/python bench/burst.py                       # N=1000000, S=64, P=1,2
     .venv/bin/python bench/burst.py -n 50000 -p 1,2,4     # one run per poller count
 
-Creates (drops and recreates) the database ``sendlater_bench``, schedules the jobs
-through ``job_schedule_many``, starts P ``runpoller`` processes, waits until every
-job is delivered, and prints ``name: value unit`` lines. Every poller it starts
-is stopped on exit, whatever happens.
+Creates (drops and recreates) the database ``sendlater_bench_scale_burst``, creates
+its partitions, schedules the jobs through ``job_schedule_many`` (due times spread
+evenly over one whole minute), starts P ``runpoller`` processes, waits until every
+job is delivered, and prints ``name: value unit`` lines. First it runs
+``bench/limits.py`` (raw SQL claim + mark-done with 2 workers on a table of N rows)
+so each service figure is also printed as a ratio to the raw rate of the same run.
+Every poller it starts is stopped on exit, whatever happens; the database is dropped.
 """
 
 from __future__ import annotations
 
 import argparse
 import atexit
+import io
 import os
 import signal
 import subprocess
@@ -30,14 +34,18 @@ _children: list[subprocess.Popen[bytes]] = []
 
 def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", "--jobs", type=int, default=200_000)
+    parser.add_argument("-n", "--jobs", type=int, default=1_000_000)
     parser.add_argument("-s", "--shards", type=int, default=64)
-    parser.add_argument("-p", "--pollers", default="1", help="comma-separated, e.g. 1,2,4")
-    parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("-p", "--pollers", default="1,2", help="comma-separated, e.g. 1,2,4")
+    parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--spread", type=float, default=1.0, help="due times spread (s)")
+    parser.add_argument(
+        "--spread", type=float, default=59.9, help="due times spread (s), within one minute"
+    )
     parser.add_argument("--server", default="postgres://postgres@127.0.0.1:5432")
-    parser.add_argument("--database", default="sendlater_bench")
+    parser.add_argument("--database", default="sendlater_bench_scale_burst")
+    parser.add_argument("--no-limits", action="store_true", help="skip the raw SQL reference")
+    parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
     parser.add_argument("--timeout", type=float, default=900, help="per run (s)")
     return parser.parse_args()
 
@@ -66,6 +74,8 @@ def main() -> int:
         "SECRET_KEY": os.environ.get("SECRET_KEY", "bench-only"),
         "SENDLATER_DEFAULT_SHARDS": str(args.shards),
         "SENDLATER_DB_POOL": "false",
+        # The partitions the burst needs exist (below); pollers keep 2 days ahead.
+        "SENDLATER_PARTITION_AHEAD_DAYS": "2",
         "LOG_LEVEL": "WARNING",
         "PYTHONPATH": str(ROOT),
     }
@@ -79,15 +89,58 @@ def main() -> int:
     django.setup()
     from django.core.management import call_command
 
+    raw = None if args.no_limits else raw_claim_done_rate(args)
     call_command("migrate", verbosity=0)
+    call_command("partitions", "--ensure", "--days", "2", verbosity=0, stdout=io.StringIO())
     print(f"jobs: {args.jobs} count")
     print(f"shards: {args.shards} count")
-    for pollers in counts:
-        run(args, pollers, dict(os.environ))
+    print(f"batch_size: {args.batch_size} jobs")
+    try:
+        for pollers in counts:
+            rate = run(args, pollers, dict(os.environ))
+            if raw:
+                print(f"ratio_to_raw[P={pollers}]: {rate / raw:.2f} (raw {raw:.0f} rows/s)")
+    finally:
+        if not args.keep:
+            from django.db import connections
+
+            connections.close_all()
+            drop_database(args.server, args.database)
     return 0
 
 
-def run(args: argparse.Namespace, pollers: int, env: dict[str, str]) -> None:
+def raw_claim_done_rate(args: argparse.Namespace) -> float:
+    """Run bench/limits.py on a table of N rows; echo its lines, return claim+done rows/s."""
+    cmd = [sys.executable, str(ROOT / "bench" / "limits.py"), "--jobs", str(args.jobs)]
+    cmd += ["--shards", str(args.shards), "--workers", "2"]
+    out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    rate = 0.0
+    for line in out.splitlines():
+        print(f"limits_{line}", flush=True)
+        if line.startswith("raw_claim_done_rows_per_second:"):
+            rate = float(line.split(":")[1].split()[0].replace(",", ""))
+    return rate
+
+
+def drop_database(server: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def peak_rss_mb(pid: int) -> float:
+    """VmHWM (peak resident set) of a live process, in MiB; 0 if unreadable."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def run(args: argparse.Namespace, pollers: int, env: dict[str, str]) -> float:
     from django.db import connection
 
     from scheduling import keys
@@ -97,21 +150,21 @@ def run(args: argparse.Namespace, pollers: int, env: dict[str, str]) -> None:
 
     with connection.cursor() as cursor:
         cursor.execute(
-            "TRUNCATE scheduling_job, scheduling_bucket, polling_poller, polling_shardlease,"
-            " polling_shardcheckpoint"
+            "TRUNCATE scheduling_job, scheduling_deliveryattempt, scheduling_bucket,"
+            " polling_poller, polling_shardlease, polling_shardcheckpoint"
         )
     team, _ = Team.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
-    # Leave room to insert the jobs and start the pollers before the burst.
-    lead = 15 + args.jobs / 8000
-    first = db_now() + timedelta(seconds=lead)
-    if keys.bucket_of(first, 60) != keys.bucket_of(first + timedelta(seconds=args.spread), 60):
-        first = keys.bucket_end(keys.bucket_of(first, 60), 60)
+    # Leave room to insert the jobs and start the pollers before the burst; the
+    # burst's minute opens at ``first`` (a bucket boundary).
+    lead = 20 + args.jobs / 5000
+    first = keys.bucket_end(keys.bucket_of(db_now() + timedelta(seconds=lead), 60), 60)
+    spread = min(args.spread, 59.999)
     started = time.monotonic()
     chunk = 10_000
     for offset in range(0, args.jobs, chunk):
         specs = [
             JobSpec(
-                due_at=first + timedelta(seconds=args.spread * i / args.jobs),
+                due_at=first + timedelta(seconds=spread * i / args.jobs),
                 target_kind="handler",
                 target="noop",
                 payload={"i": i},
@@ -135,11 +188,13 @@ def run(args: argparse.Namespace, pollers: int, env: dict[str, str]) -> None:
         if done >= args.jobs:
             break
         time.sleep(0.5)
+    rss = max(peak_rss_mb(child.pid) for child in _children)
     stop_children()
-    report(args.jobs, pollers)
+    print(f"poller_peak_rss_mb[P={pollers}]: {rss:.0f} MiB")
+    return report(args.jobs, pollers, first)
 
 
-def report(n: int, pollers: int) -> None:
+def report(n: int, pollers: int, opened) -> float:  # type: ignore[no-untyped-def]
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -156,11 +211,13 @@ def report(n: int, pollers: int) -> None:
                    percentile_cont(0.5) WITHIN GROUP (ORDER BY lag),
                    percentile_cont(0.99) WITHIN GROUP (ORDER BY lag),
                    max(lag),
-                   count(*) FILTER (WHERE delivered_at < due_at)
+                   count(*) FILTER (WHERE delivered_at < due_at),
+                   EXTRACT(EPOCH FROM max(delivered_at) - %s)
             FROM d
-            """
+            """,
+            [opened],
         )
-        delivered, duplicates, span, p50, p99, worst, early = cursor.fetchone()
+        delivered, duplicates, span, p50, p99, worst, early, drained = cursor.fetchone()
     tag = f"[P={pollers}]"
     rate = delivered / float(span) if span else 0.0
     print(f"pollers{tag}: {pollers} count")
@@ -171,6 +228,8 @@ def report(n: int, pollers: int) -> None:
     print(f"lost{tag}: {n - delivered} jobs")
     print(f"duplicates{tag}: {duplicates} jobs")
     print(f"early{tag}: {early} jobs")
+    print(f"drained_seconds_after_minute_opened{tag}: {float(drained or 0):.1f} s")
+    return rate
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _raw import copy_rows, drop_database, due_rows, past_bucket, run_workers, say, scratch_database
 
-DB = "sendlater_bench_limits"
+DB = "sendlater_bench_scale_limits"
 SCHEMA = """
 CREATE TABLE jobs (
     id uuid PRIMARY KEY, bucket timestamptz NOT NULL, shard int NOT NULL,

@@ -22,7 +22,7 @@ from _raw import copy_rows, drop_database, due_rows, past_bucket, run_workers, s
 from limits import SCHEMA as BUCKETED_SCHEMA
 from limits import measure_claims
 
-DB = "sendlater_bench_naive"
+DB = "sendlater_bench_scale_naive"
 NAIVE_SCHEMA = """
 CREATE TABLE naive_jobs (
     id uuid PRIMARY KEY, due_at timestamptz NOT NULL, status text NOT NULL DEFAULT 'pending',

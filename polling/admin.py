@@ -1,9 +1,21 @@
-"""Read-only admin for pollers, leases and checkpoints (the console adds actions)."""
+"""Admin for pollers, leases and checkpoints: read-only rows, console actions.
+
+Rows never change through a form; the ownership actions (polling.console.actions)
+go through polling.services and its fenced statements, gated by move_shards.
+"""
 
 from __future__ import annotations
 
 from django.contrib import admin
 
+from polling.console.actions import (
+    ConsoleActionsMixin,
+    drain_pollers,
+    pin_shards,
+    release_leases,
+    resume_pollers,
+    unpin_shards,
+)
 from polling.models import Poller, ShardCheckpoint, ShardLease
 
 
@@ -24,15 +36,17 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Poller)
-class PollerAdmin(ReadOnlyAdmin):
+class PollerAdmin(ConsoleActionsMixin, ReadOnlyAdmin):
     list_display = ["name", "state", "host", "pid", "heartbeat_at", "started_at", "version"]
     list_filter = ["state"]
+    actions = [drain_pollers, resume_pollers]
 
 
 @admin.register(ShardLease)
-class ShardLeaseAdmin(ReadOnlyAdmin):
+class ShardLeaseAdmin(ConsoleActionsMixin, ReadOnlyAdmin):
     list_display = ["shard", "owner", "epoch", "expires_at", "pinned_to", "acquired_at"]
     list_filter = ["owner"]
+    actions = [pin_shards, unpin_shards, release_leases]
 
 
 @admin.register(ShardCheckpoint)

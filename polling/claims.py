@@ -23,6 +23,7 @@ from polling.sqlutil import (
     fetch_all,
     floor,
     placeholders,
+    retry_serialization,
     rowcount,
     skip_locked,
     to_dt,
@@ -163,7 +164,7 @@ CLAIM_SQL = (
     """
 UPDATE scheduling_job SET status = 'claimed', claim_owner = %s, claim_epoch = %s,
     claimed_at = %s, updated_at = %s, attempts = attempts + 1
-WHERE id IN (
+WHERE bucket = %s AND id IN (
     SELECT j.id FROM scheduling_job j
     WHERE j.bucket = %s AND j.shard = %s AND j.status = 'pending' AND j.due_at <= %s
     ORDER BY j.due_at LIMIT %s {lock}
@@ -190,10 +191,14 @@ def claim(
     One UPDATE ... RETURNING: pending -> claimed with owner, epoch and attempts + 1.
     Lock: the chosen rows' row locks, taken with SKIP LOCKED on PostgreSQL so
     competing pollers never wait on each other. Fenced on ``(shard, owner, epoch)``.
+    Both the subquery and the outer UPDATE name the bucket, so PostgreSQL prunes
+    to the one partition holding it. A row moved to another partition meanwhile
+    (reschedule, sweep, retention) makes the lock fail with a serialization error;
+    outside a transaction the statement is retried (``SERIALIZATION_RETRIES``).
     """
     sql = CLAIM_SQL.format(lock=skip_locked())
-    params = [owner, epoch, dt(now), dt(now), dt(bucket), shard, dt(now), limit]
-    rows = fetch_all(sql, [*params, shard, owner, epoch, dt(now)])
+    params = [owner, epoch, dt(now), dt(now), dt(bucket), dt(bucket), shard, dt(now), limit]
+    rows = retry_serialization(sql, [*params, shard, owner, epoch, dt(now)])
     return [
         ClaimedJob(
             id=to_uuid(r[0]),
@@ -222,11 +227,17 @@ class Result:
     bucket: datetime
     shard: int
     last_error: str = ""
+    # The bucket the row was claimed in, when a retry moves it (None: ``bucket``).
+    from_bucket: datetime | None = None
+
+    @property
+    def claimed_bucket(self) -> datetime:
+        return self.from_bucket or self.bucket
 
 
 WRITE_BACK_SQL = (
     """
-WITH v (v_id, v_status, v_due_at, v_bucket, v_shard, v_error) AS (VALUES {rows})
+WITH v (v_id, v_from_bucket, v_status, v_due_at, v_bucket, v_shard, v_error) AS (VALUES {rows})
 UPDATE scheduling_job AS j SET
     status = v.v_status, due_at = v.v_due_at, bucket = v.v_bucket, shard = v.v_shard,
     last_error = v.v_error, updated_at = %s,
@@ -234,7 +245,8 @@ UPDATE scheduling_job AS j SET
     claim_owner = CASE WHEN v.v_status = 'pending' THEN NULL ELSE j.claim_owner END,
     claim_epoch = CASE WHEN v.v_status = 'pending' THEN NULL ELSE j.claim_epoch END
 FROM v
-WHERE j.id = v.v_id AND j.status = 'claimed' AND j.claim_owner = %s AND """
+WHERE j.bucket IN ({buckets}) AND j.id = v.v_id AND j.bucket = v.v_from_bucket
+  AND j.status = 'claimed' AND j.claim_owner = %s AND """
     + _FENCE.format(shard="j.shard", epoch="j.claim_epoch")
     + "\nRETURNING id"
 )
@@ -246,18 +258,30 @@ def write_back(*, owner: str, results: Sequence[Result], now: datetime) -> set[U
     Fenced per row: the row is still claimed by ``owner`` at the epoch it was
     claimed with, and that lease is still ``owner``'s at that epoch and unexpired.
     A retried row moves to its new ``(bucket, shard)``, which the caller recorded
-    with ``shard_counts_record`` in the same transaction.
+    with ``shard_counts_record`` in the same transaction. Rows are addressed by
+    ``(id, claimed bucket)`` and the claimed buckets are also listed as constants
+    (one for a poller's batch), so PostgreSQL prunes to their partitions.
     """
     if not results:
         return set()
     rows, params = values_rows(
         [
-            (uid(r.job_id), r.status, dt(r.due_at), dt(r.bucket), r.shard, r.last_error)
+            (
+                uid(r.job_id),
+                dt(r.claimed_bucket),
+                r.status,
+                dt(r.due_at),
+                dt(r.bucket),
+                r.shard,
+                r.last_error,
+            )
             for r in results
         ]
     )
-    sql = WRITE_BACK_SQL.format(rows=rows)
-    written = fetch_all(sql, [*params, dt(now), dt(now), owner, owner, dt(now)])
+    buckets = sorted({r.claimed_bucket for r in results})
+    sql = WRITE_BACK_SQL.format(rows=rows, buckets=placeholders(len(buckets)))
+    tail = [*(dt(b) for b in buckets), owner, owner, dt(now)]
+    written = fetch_all(sql, [*params, dt(now), dt(now), *tail])
     return {to_uuid(job_id) for (job_id,) in written}
 
 
@@ -375,7 +399,8 @@ SWEEP_MOVE_SQL = """
 WITH v (v_id, v_old_bucket, v_old_shard, v_epoch, v_bucket, v_shard) AS (VALUES {rows})
 UPDATE scheduling_job AS j SET bucket = v.v_bucket, shard = v.v_shard, updated_at = %s
 FROM v
-WHERE j.id = v.v_id AND j.status = 'pending' AND j.bucket = v.v_old_bucket
+WHERE j.bucket IN ({buckets}) AND j.id = v.v_id AND j.status = 'pending'
+  AND j.bucket = v.v_old_bucket
   AND j.shard = v.v_old_shard AND """ + _FENCE.format(shard="v.v_old_shard", epoch="v.v_epoch")
 
 
@@ -392,4 +417,6 @@ def sweep_move(
     rows, params = values_rows(
         [(uid(i), dt(ob), os_, ep, dt(nb), ns) for i, ob, os_, ep, nb, ns in moves]
     )
-    return rowcount(SWEEP_MOVE_SQL.format(rows=rows), [*params, dt(now), owner, dt(now)])
+    old = sorted({ob for _, ob, _, _, _, _ in moves})
+    sql = SWEEP_MOVE_SQL.format(rows=rows, buckets=placeholders(len(old)))
+    return rowcount(sql, [*params, dt(now), *(dt(b) for b in old), owner, dt(now)])

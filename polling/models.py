@@ -52,6 +52,11 @@ class ShardLease(models.Model):
     class Meta:
         ordering = ["shard"]
         indexes = [models.Index(fields=["owner"], name="shardlease_owner")]
+        # The operator console's gates (both live here so scheduling needs no migration).
+        permissions = [
+            ("move_shards", "Can pin and unpin shards, drain pollers and release leases"),
+            ("schedule_cutover", "Can schedule a reshard cutover"),
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(epoch__gte=0), name="shardlease_epoch_nonneg"),
         ]

@@ -31,6 +31,8 @@ from scheduling import conf as scheduling_conf
 from scheduling import keys
 from scheduling.buckets import shard_counts_record
 from scheduling.clock import db_now, is_closed
+from scheduling.partitions import partitions_ensure
+from scheduling.retention import retention_prune
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +71,8 @@ class Poller:
         self._known_shards = 0
         self._next_maintenance: datetime | None = None
         self._next_sweep = 0.0
+        self._next_partition_check = 0.0
+        self._next_prune = 0.0
         self._standby_warned = False
         self._stranded = False
         self._base: tuple[datetime, float] | None = None
@@ -178,6 +182,7 @@ class Poller:
         if self.stopping.is_set() or not self.leases:
             return False
         now = self._now()
+        self._storage_maintenance(now)
         if time.monotonic() >= self._next_sweep:
             self._next_sweep = time.monotonic() + self.sweep_every
             self._sweep(now)
@@ -351,6 +356,36 @@ class Poller:
             )
         self._standby_warned = standby
 
+    # --- storage ---------------------------------------------------------------------
+
+    def _storage_maintenance(self, now: datetime) -> None:
+        """Partitions ahead (every SENDLATER_PARTITION_CHECK_SECONDS) and retention
+        (every SENDLATER_PRUNE_SECONDS; one poller at a time, under an advisory lock).
+
+        A failure here is logged and retried next period; it never costs a lease.
+        """
+        mono = time.monotonic()
+        every = scheduling_conf.partition_check_seconds()
+        if every > 0 and mono >= self._next_partition_check:
+            self._next_partition_check = mono + every
+            try:
+                created = partitions_ensure(now=now)
+            except Exception:
+                logger.exception("poller %s: could not create partitions ahead", self.name)
+            else:
+                if created:
+                    logger.info("poller %s: created partitions %s", self.name, created)
+        every = scheduling_conf.prune_seconds()
+        if every > 0 and mono >= self._next_prune:
+            self._next_prune = mono + every
+            try:
+                report = retention_prune(now=now)
+            except Exception:
+                logger.exception("poller %s: retention failed", self.name)
+            else:
+                if report.dropped or report.deleted:
+                    logger.info("poller %s: retention %s", self.name, report)
+
     # --- sweep ----------------------------------------------------------------------
 
     def _sweep(self, now: datetime) -> None:
@@ -366,7 +401,8 @@ class Poller:
                 for job_id, shard, bucket, epoch in stranded
             ]
             moved = claims.sweep_move(owner=self.name, moves=moves, now=now)
-        metrics.SWEEP_MOVED.inc(moved)
+        # SQLite reports -1 rows for a statement that starts with WITH.
+        metrics.SWEEP_MOVED.inc(max(moved, 0))
         logger.warning(
             "poller %s: swept %s late-written rows into bucket %s",
             self.name,

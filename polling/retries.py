@@ -72,7 +72,15 @@ def results_build(
     if retries:
         counts = shard_counts_record({bucket for _, _, bucket, _ in retries})
         results.extend(
-            Result(job.id, "pending", due, bucket, keys.shard_of(job.id, counts[bucket]), error)
+            Result(
+                job.id,
+                "pending",
+                due,
+                bucket,
+                keys.shard_of(job.id, counts[bucket]),
+                error,
+                from_bucket=job.bucket,
+            )
             for job, due, bucket, error in retries
         )
     return results

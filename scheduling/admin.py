@@ -1,20 +1,14 @@
-"""Admin for teams, jobs, buckets and the shard-count schedule (read-mostly)."""
+"""Admin for teams, jobs, buckets and the shard-count schedule (read-mostly).
+
+The jobs changelist lives in scheduling.job_admin.
+"""
 
 from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from scheduling.errors import SchedulingError
-from scheduling.models import (
-    ApiKey,
-    Bucket,
-    DeliveryAttempt,
-    Job,
-    JobStatus,
-    ShardCountSchedule,
-    Team,
-)
-from scheduling.services import job_requeue
+from scheduling.job_admin import JobAdmin
+from scheduling.models import ApiKey, Bucket, Job, ShardCountSchedule, Team
 from scheduling.teams import api_key_revoke, team_rotate_signing_secret
 
 SIGNING_SECRET_OVERLAP_SECONDS = 24 * 3600  # receivers get a day to switch
@@ -57,56 +51,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         self.message_user(request, f"Revoked {len(keys)} API key(s).", messages.SUCCESS)
 
 
-class DeliveryAttemptInline(admin.TabularInline):
-    model = DeliveryAttempt
-    fields = ["attempt", "started_at", "duration_ms", "result", "status_code", "error", "poller"]
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    ordering = ["-attempt"]
-
-    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        return False
-
-
-@admin.action(description="Requeue selected dead or expired jobs (new attempt series, due now)")
-def requeue_jobs(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
-    requeued, refused = 0, []
-    for job in queryset.filter(status__in=[JobStatus.DEAD, JobStatus.EXPIRED]).select_related(
-        "team"
-    ):
-        try:
-            job_requeue(team=job.team, job_id=job.id)
-            requeued += 1
-        except SchedulingError as error:
-            refused.append(error.message)
-    skipped = queryset.exclude(status__in=[JobStatus.DEAD, JobStatus.EXPIRED]).count()
-    modeladmin.message_user(request, f"Requeued {requeued} job(s).", messages.SUCCESS)
-    if skipped or refused:
-        modeladmin.message_user(
-            request,
-            f"Skipped {skipped + len(refused)} job(s) that were not dead or expired.",
-            messages.WARNING,
-        )
-
-
-@admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
-    inlines = [DeliveryAttemptInline]
-    actions = [requeue_jobs]
-    list_display = ["id", "team", "status", "due_at", "bucket", "shard", "attempts", "target"]
-    list_filter = ["status", "target_kind", "team"]
-    search_fields = ["=id", "idempotency_key", "target"]
-    date_hierarchy = "due_at"
-    show_full_result_count = False
-    list_select_related = ["team"]
-
-    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
-        # Jobs change only through services (bucket, shard and claims are derived).
-        return [f.name for f in Job._meta.fields]
-
-    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
-        return False
+admin.site.register(Job, JobAdmin)
 
 
 @admin.register(Bucket)

@@ -43,3 +43,27 @@ def callback_allowlist() -> Allowlist:
 
 def max_payload_bytes() -> int:
     return settings.SENDLATER_MAX_PAYLOAD_BYTES
+
+
+def partition_days() -> int:
+    return settings.SENDLATER_PARTITION_DAYS
+
+
+def retention() -> timedelta:
+    return timedelta(days=settings.SENDLATER_RETENTION_DAYS)
+
+
+def dead_retention() -> timedelta:
+    return timedelta(days=settings.SENDLATER_DEAD_RETENTION_DAYS)
+
+
+def partition_check_seconds() -> float:
+    return settings.SENDLATER_PARTITION_CHECK_SECONDS
+
+
+def prune_seconds() -> float:
+    return settings.SENDLATER_PRUNE_SECONDS
+
+
+def partition_ahead_days() -> int:
+    return settings.SENDLATER_PARTITION_AHEAD_DAYS

@@ -97,7 +97,9 @@ class Job(models.Model):
     """A one-shot job due at ``due_at``, stored in partition ``(bucket, shard)``."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="jobs")
+    # No index of its own: ``job_team_due`` (team, due_at) serves team lookups, and
+    # every index costs the bulk COPY (and each partition) another B-tree.
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="jobs", db_index=False)
     # The time the client asked for; ``bucket`` may be later (late writes).
     due_at = models.DateTimeField()
     bucket = models.DateTimeField()
@@ -125,13 +127,9 @@ class Job(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["team", "idempotency_key"],
-                condition=Q(idempotency_key__isnull=False),
-                name="job_team_idempotency_key_uniq",
-            ),
-        ]
+        # No unique key but the primary key: on PostgreSQL the table is partitioned
+        # by ``bucket`` (migration 0005) and every unique key there must include it.
+        # Idempotency keys live in IdempotencyKey; rows reach this table by id.
         indexes = [
             # The poller's read: an index range on one partition's pending rows.
             models.Index(
@@ -146,10 +144,42 @@ class Job(models.Model):
                 name="job_claimed_shard_bucket",
             ),
             models.Index(fields=["team", "due_at"], name="job_team_due"),
+            # The console's deliveries per minute and per shard: a range on recent
+            # deliveries, never a scan of every delivered row (bench/dashboard.py).
+            models.Index(
+                fields=["delivered_at", "shard", "due_at"],
+                condition=Q(status="delivered"),
+                name="job_delivered_at",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.id} ({self.status})"
+
+
+class IdempotencyKey(models.Model):
+    """A team's idempotency key and the job it created: unique per team.
+
+    Kept apart from the jobs table, which is partitioned by bucket on PostgreSQL
+    (a unique key there would have to include the bucket, and a rescheduled job
+    changes bucket). ``job_id`` carries no foreign key for the same reason.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="idempotency_keys")
+    key = models.CharField(max_length=255)
+    job_id = models.UUIDField()
+    # sha256 of the canonical request body, to tell a replay from a conflict.
+    fingerprint = models.CharField(max_length=64)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["team", "key"], name="idempotencykey_team_key_uniq"),
+        ]
+        indexes = [models.Index(fields=["job_id"], name="idempotencykey_job")]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}:{self.key} -> {self.job_id}"
 
 
 class ApiKey(models.Model):
@@ -182,7 +212,11 @@ class ApiKey(models.Model):
 class DeliveryAttempt(models.Model):
     """One try at delivering a job: when, how long, and what came back."""
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="delivery_attempts")
+    # No database constraint: a foreign key to the partitioned jobs table would need
+    # a unique key on (id, bucket). Django cascades deletes; retention prunes rows.
+    job = models.ForeignKey(
+        Job, on_delete=models.CASCADE, related_name="delivery_attempts", db_constraint=False
+    )
     attempt = models.PositiveIntegerField()
     started_at = models.DateTimeField()
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
@@ -203,7 +237,11 @@ class TaskRun(models.Model):
     """What a Django task (django.tasks) scheduled through sendlater returned or raised."""
 
     job = models.OneToOneField(
-        Job, on_delete=models.CASCADE, primary_key=True, related_name="task_run"
+        Job,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="task_run",
+        db_constraint=False,  # see DeliveryAttempt.job
     )
     task_path = models.CharField(max_length=300)
     return_value = models.JSONField(null=True, blank=True)

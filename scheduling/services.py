@@ -28,7 +28,6 @@ from scheduling.clock import db_now, open_bucket
 from scheduling.cutovers import cutover_earliest as cutover_earliest
 from scheduling.cutovers import cutover_schedule as cutover_schedule
 from scheduling.errors import (
-    IdempotencyConflict,
     InvalidDueTime,
     InvalidTarget,
     JobNotFound,
@@ -36,13 +35,14 @@ from scheduling.errors import (
     PayloadTooLarge,
     SchedulingError,
 )
+from scheduling.idempotency import idempotency_record, is_key_violation
+from scheduling.idempotency import idempotency_resolve as _resolve_idempotency
+from scheduling.jobinsert import job_build, jobs_insert
 from scheduling.metrics import JOBS_SCHEDULED
 from scheduling.models import Job, JobStatus, TargetKind, Team
 from scheduling.selectors import job_filter_metadata
 
-IDEMPOTENCY_CONSTRAINT = "job_team_idempotency_key_uniq"
 _HANDLER_NAME = re.compile(handlers.HANDLER_NAME_PATTERN)
-_INSERT_BATCH_ROWS = 1000
 
 
 @dataclass(frozen=True)
@@ -117,13 +117,15 @@ def _validate_target(target_kind: str, target: str) -> None:
         raise InvalidTarget("target kind must be 'webhook' or 'handler'.", field="target_kind")
 
 
-def _validate_payload(payload: Any) -> None:
+def _validate_payload(payload: Any) -> str:
+    """Check the payload; return its compact JSON (the bulk path stores this text)."""
     if payload is None:
         raise SchedulingError("payload must not be null.", field="payload")
     try:
-        size = len(json.dumps(payload, separators=(",", ":"), allow_nan=False).encode())
+        text = json.dumps(payload, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as error:
         raise SchedulingError("payload must be JSON.", field="payload") from error
+    size = len(text) if text.isascii() else len(text.encode())
     limit = conf.max_payload_bytes()
     if size > limit:
         raise PayloadTooLarge(
@@ -131,13 +133,19 @@ def _validate_payload(payload: Any) -> None:
             "(SENDLATER_MAX_PAYLOAD_BYTES).",
             field="payload",
         )
+    return text
 
 
 def job_spec_validate(spec: JobSpec, *, now: datetime) -> None:
     """Raise a SchedulingError naming the field if ``spec`` cannot be scheduled."""
+    _spec_check(spec, now)
+
+
+def _spec_check(spec: JobSpec, now: datetime) -> str:
+    """``job_spec_validate``, returning the payload's compact JSON."""
     _validate_due_at(spec.due_at, now)
     _validate_target(spec.target_kind, spec.target)
-    _validate_payload(spec.payload)
+    text = _validate_payload(spec.payload)
     if spec.window_seconds < 0:
         raise SchedulingError("window_seconds must not be negative.", field="window_seconds")
     if spec.expires_after_seconds is not None and spec.expires_after_seconds < 0:
@@ -148,6 +156,7 @@ def job_spec_validate(spec: JobSpec, *, now: datetime) -> None:
         isinstance(k, str) and isinstance(v, str) for k, v in spec.metadata.items()
     ):
         raise SchedulingError("metadata must map strings to strings.", field="metadata")
+    return text
 
 
 def _effective_due(job_id: uuid.UUID, due_at: datetime, window_seconds: int) -> datetime:
@@ -159,79 +168,30 @@ def _place(due_at: datetime, now: datetime) -> datetime:
     return max(keys.bucket_of(due_at, conf.bucket_seconds()), open_bucket(now))
 
 
-def _is_idempotency_violation(error: IntegrityError) -> bool:
-    cause = error.__cause__
-    diag = getattr(cause, "diag", None)
-    if diag is not None and getattr(diag, "constraint_name", None):
-        return diag.constraint_name == IDEMPOTENCY_CONSTRAINT
-    text = str(error)
-    return IDEMPOTENCY_CONSTRAINT in text or "idempotency_key" in text
-
-
-def _resolve_idempotency(
-    team: Team, specs: Sequence[JobSpec]
-) -> tuple[dict[int, Job], dict[int, int]]:
-    """Match keyed specs to existing jobs and to earlier specs in the same batch.
-
-    Returns ``(replays, aliases)``: spec index -> the existing job it replays, and
-    spec index -> the earlier spec index carrying the same key and body.
-    """
-    keyed = {i: s for i, s in enumerate(specs) if s.idempotency_key is not None}
-    if not keyed:
-        return {}, {}
-    existing = {
-        job.idempotency_key: job
-        for job in Job.objects.filter(
-            team=team, idempotency_key__in={s.idempotency_key for s in keyed.values()}
-        )
-    }
-    replays: dict[int, Job] = {}
-    aliases: dict[int, int] = {}
-    first_index: dict[str, int] = {}
-    for i, spec in keyed.items():
-        key = spec.idempotency_key
-        fingerprint = spec.fingerprint()
-        job = existing.get(key)
-        earlier = first_index.get(key)
-        if job is not None:
-            if job.request_fingerprint != fingerprint:
-                raise IdempotencyConflict(
-                    f"idempotency_key {key!r} was used with a different request body.",
-                    field="idempotency_key",
-                )
-            replays[i] = job
-        elif earlier is not None:
-            if specs[earlier].fingerprint() != fingerprint:
-                raise IdempotencyConflict(
-                    f"idempotency_key {key!r} appears twice with different bodies.",
-                    field="idempotency_key",
-                )
-            aliases[i] = earlier
-        else:
-            first_index[key] = i
-    return replays, aliases
-
-
 def _count_scheduled(jobs: Iterable[Job]) -> None:
     kinds = Counter(job.target_kind for job in jobs)
     for kind, n in kinds.items():
         JOBS_SCHEDULED.labels(kind).inc(n)
 
 
-def _schedule_once(team: Team, specs: Sequence[JobSpec], now: datetime) -> list[tuple[Job, bool]]:
+def _schedule_once(
+    team: Team, specs: Sequence[JobSpec], now: datetime, texts: Sequence[str] | None
+) -> list[tuple[Job, bool]]:
+    width, opened = conf.bucket_seconds(), open_bucket(now)
     with transaction.atomic():
         replays, aliases = _resolve_idempotency(team, specs)
         fresh = [i for i in range(len(specs)) if i not in replays and i not in aliases]
         ids = {i: uuid.uuid4() for i in fresh}
         dues = {i: _effective_due(ids[i], specs[i].due_at, specs[i].window_seconds) for i in fresh}
-        places = {i: _place(dues[i], now) for i in fresh}
+        # The late-write rule of _place, with the open bucket computed once.
+        places = {i: max(keys.bucket_of(dues[i], width), opened) for i in fresh}
         counts = shard_counts_record(places.values())
         created: dict[int, Job] = {}
         for i in fresh:
             spec = specs[i]
-            created[i] = Job(
-                id=ids[i],
+            created[i] = job_build(
                 team=team,
+                id=ids[i],
                 due_at=dues[i],
                 bucket=places[i],
                 shard=keys.shard_of(ids[i], counts[places[i]]),
@@ -250,8 +210,10 @@ def _schedule_once(team: Team, specs: Sequence[JobSpec], now: datetime) -> list[
                 ),
                 created_at=now,
                 updated_at=now,
+                _payload_json=texts[i] if texts is not None else None,
             )
-        Job.objects.bulk_create(list(created.values()), batch_size=_INSERT_BATCH_ROWS)
+        idempotency_record(team, list(created.values()), now)
+        jobs_insert(list(created.values()))
         transaction.on_commit(lambda: _count_scheduled(created.values()))
     results: list[tuple[Job, bool]] = []
     for i in range(len(specs)):
@@ -264,14 +226,16 @@ def _schedule_once(team: Team, specs: Sequence[JobSpec], now: datetime) -> list[
     return results
 
 
-def _schedule(team: Team, specs: Sequence[JobSpec], now: datetime) -> list[tuple[Job, bool]]:
+def _schedule(
+    team: Team, specs: Sequence[JobSpec], now: datetime, texts: Sequence[str] | None = None
+) -> list[tuple[Job, bool]]:
     try:
-        return _schedule_once(team, specs, now)
+        return _schedule_once(team, specs, now, texts)
     except IntegrityError as error:
-        if not _is_idempotency_violation(error):
+        if not is_key_violation(error):
             raise
         # A concurrent request committed the same key first: replay against it.
-        return _schedule_once(team, specs, now)
+        return _schedule_once(team, specs, now, texts)
 
 
 def job_schedule_many(
@@ -281,17 +245,19 @@ def job_schedule_many(
 
     A spec whose idempotency key matches an existing job with the same body
     replays that job (``created`` is False); a different body raises
-    IdempotencyConflict. Costs a handful of statements for the whole batch: one
-    idempotency read, at most three for bucket counts, and one INSERT per 1,000
-    rows. Validation errors name the spec: ``[17].due_at``.
+    IdempotencyConflict. Costs a handful of statements for the whole batch: two
+    idempotency reads and one key INSERT (keyed specs only), at most three for
+    bucket counts, and one COPY (PostgreSQL) or one INSERT per 1,000 rows.
+    Validation errors name the spec: ``[17].due_at``.
     """
     now = now or db_now()
+    texts = []
     for index, spec in enumerate(specs):
         try:
-            job_spec_validate(spec, now=now)
+            texts.append(_spec_check(spec, now))
         except SchedulingError as error:
             raise type(error)(error.message, field=f"[{index}].{error.field}") from error
-    return _schedule(team, specs, now)
+    return _schedule(team, specs, now, texts)
 
 
 def job_schedule(
@@ -323,6 +289,32 @@ def job_schedule(
     return _schedule(team, [spec], now)[0]
 
 
+_REQUEUE_FIELDS = [
+    "bucket",
+    "shard",
+    "due_at",
+    "status",
+    "attempts",
+    "expires_at",
+    "claim_owner",
+    "claim_epoch",
+    "claimed_at",
+    "updated_at",
+]
+
+
+def _save_in_partition(job: Job, old_bucket: datetime, fields: Sequence[str]) -> None:
+    """UPDATE ``fields`` of ``job`` addressed by id and its current bucket.
+
+    The bucket predicate lets PostgreSQL prune to the one partition that holds the
+    row (by id alone the UPDATE would probe every partition). A new bucket in
+    ``fields`` moves the row to another partition.
+    """
+    Job.objects.filter(id=job.id, bucket=old_bucket).update(
+        **{name: getattr(job, name) for name in fields}
+    )
+
+
 def _pending_job_for_update(team: Team, job_id: uuid.UUID | str) -> Job:
     job = Job.objects.select_for_update().filter(id=job_id, team=team).first()
     if job is None:
@@ -341,7 +333,7 @@ def job_cancel(*, team: Team, job_id: uuid.UUID | str, now: datetime | None = No
         job = _pending_job_for_update(team, job_id)
         job.status = JobStatus.CANCELED
         job.updated_at = now
-        job.save(update_fields=["status", "updated_at"])
+        _save_in_partition(job, job.bucket, ["status", "updated_at"])
     return job
 
 
@@ -364,6 +356,7 @@ def job_reschedule(
         _validate_payload(payload)
     with transaction.atomic():
         job = _pending_job_for_update(team, job_id)
+        old_bucket = job.bucket
         fields = ["due_at", "bucket", "shard", "updated_at"]
         if job.expires_at is not None:
             # expires_at was counted from the requested time, before the window's
@@ -379,7 +372,7 @@ def job_reschedule(
             job.payload = payload
             fields.append("payload")
         job.updated_at = now
-        job.save(update_fields=fields)
+        _save_in_partition(job, old_bucket, fields)
     return job
 
 
@@ -419,6 +412,7 @@ def job_requeue(*, team: Team, job_id: uuid.UUID | str, now: datetime | None = N
                 f"job {job_id} is {job.status}; only dead or expired jobs can be requeued.",
                 field="status",
             )
+        old_bucket = job.bucket
         job.bucket = open_bucket(now)
         job.shard = keys.shard_of(job.id, shard_counts_record([job.bucket])[job.bucket])
         job.due_at = now
@@ -429,5 +423,5 @@ def job_requeue(*, team: Team, job_id: uuid.UUID | str, now: datetime | None = N
         job.claim_epoch = None
         job.claimed_at = None
         job.updated_at = now
-        job.save()
+        _save_in_partition(job, old_bucket, _REQUEUE_FIELDS)
     return job

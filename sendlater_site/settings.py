@@ -245,6 +245,32 @@ if not 1 <= SENDLATER_DEFAULT_SHARDS <= SENDLATER_MAX_SHARDS:
     raise ImproperlyConfigured("SENDLATER_DEFAULT_SHARDS must lie in 1..SENDLATER_MAX_SHARDS.")
 
 # Modules imported at start-up that register in-process handlers (@register).
+# --- storage (PostgreSQL partitions, retention) --------------------------------
+# The jobs table is range-partitioned by bucket on PostgreSQL: one partition per
+# this many days, created ahead by the pollers and `manage.py partitions --ensure`.
+SENDLATER_PARTITION_DAYS = env.int("SENDLATER_PARTITION_DAYS", default=1)
+# How far ahead partitions exist: the horizon plus a margin, so the DEFAULT
+# partition only catches strays.
+SENDLATER_PARTITION_AHEAD_DAYS = env.int(
+    "SENDLATER_PARTITION_AHEAD_DAYS", default=SENDLATER_MAX_HORIZON_DAYS + 2
+)
+# Terminal jobs (delivered, canceled, expired) older than this go with their
+# partition; dead jobs stay for the dead-letter retention (moved forward meanwhile).
+SENDLATER_RETENTION_DAYS = env.int("SENDLATER_RETENTION_DAYS", default=30)
+SENDLATER_DEAD_RETENTION_DAYS = env.int("SENDLATER_DEAD_RETENTION_DAYS", default=90)
+# How often each poller checks that partitions exist ahead (cheap when none is missing).
+SENDLATER_PARTITION_CHECK_SECONDS = env.float("SENDLATER_PARTITION_CHECK_SECONDS", default=600)
+# How often retention runs (one poller at a time, under an advisory lock); 0 = never.
+SENDLATER_PRUNE_SECONDS = env.float("SENDLATER_PRUNE_SECONDS", default=86400)
+if SENDLATER_PARTITION_DAYS < 1 or SENDLATER_RETENTION_DAYS < 1:
+    raise ImproperlyConfigured(
+        "SENDLATER_PARTITION_DAYS and SENDLATER_RETENTION_DAYS must be at least 1."
+    )
+if SENDLATER_DEAD_RETENTION_DAYS < SENDLATER_RETENTION_DAYS:
+    raise ImproperlyConfigured(
+        "SENDLATER_DEAD_RETENTION_DAYS must be at least SENDLATER_RETENTION_DAYS."
+    )
+
 SENDLATER_HANDLER_MODULES = env.list("SENDLATER_HANDLER_MODULES", default=[])
 
 # Largest job payload, as compact JSON (bytes): larger ones get 413.
@@ -310,6 +336,11 @@ TASKS = {
 SENDLATER_POLLER_CAPACITY_PER_SECOND = env.float(
     "SENDLATER_POLLER_CAPACITY_PER_SECOND", default=6000.0
 )
+
+# Operator console: shards lagging more than this (seconds) are highlighted.
+SENDLATER_LAG_THRESHOLD_SECONDS = env.float("SENDLATER_LAG_THRESHOLD_SECONDS", default=60.0)
+# The lag dashboard reloads itself this often (seconds; 0 turns it off).
+SENDLATER_DASHBOARD_REFRESH_SECONDS = env.int("SENDLATER_DASHBOARD_REFRESH_SECONDS", default=5)
 
 # /metrics on the web app: served only with this bearer token (unset: 404).
 SENDLATER_METRICS_TOKEN = env.str("SENDLATER_METRICS_TOKEN", default="")

@@ -13,6 +13,8 @@ from sendlater_site.health import healthz, readyz
 from sendlater_site.metrics import metrics_view
 
 urlpatterns = [
+    # Before admin.site.urls, whose app-index pattern would claim "console".
+    path("admin/console/", include("polling.console.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("scheduling.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

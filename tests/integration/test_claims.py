@@ -113,6 +113,7 @@ def test_write_back_outcomes_in_one_statement(team, base, django_assert_num_quer
             j.bucket if i % 4 != 1 else new_bucket,
             j.shard if i % 4 != 1 else keys.shard_of(j.id, 64),
             "e" if i % 4 else "",
+            from_bucket=j.bucket,
         )
         for i, j in enumerate(got)
     ]

@@ -1,0 +1,107 @@
+"""Ingest benchmark: service-level ``job_schedule_many`` and the REST bulk endpoint.
+
+Service level: (re)creates ``sendlater_bench_scale_ingest``, migrates it, creates
+partitions ahead, then schedules N jobs (default 200,000) through
+``job_schedule_many`` in batches of 1,000 from one process (validation, bucket
+counts, COPY), timed end to end. REST: runs ``bench/api_ingest.py`` (gunicorn, 2
+workers by default, its own database ``sendlater_bench_scale_api``) and prints
+its figures prefixed ``rest_``. Both databases are dropped at the end.
+
+    .venv/bin/python bench/ingest.py [--jobs 200000] [--rest-jobs 100000] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from _raw import ADMIN_URL, drop_database, say, scratch_database  # noqa: E402
+
+DB = "sendlater_bench_scale_ingest"
+REST_DB = "sendlater_bench_scale_api"
+
+
+def service(jobs: int, batch: int) -> None:
+    url = scratch_database(DB)
+    os.environ.update(
+        DATABASE_URL=url,
+        DJANGO_SETTINGS_MODULE="sendlater_site.settings",
+        SECRET_KEY=os.environ.get("SECRET_KEY", "bench-only"),
+        SENDLATER_DB_POOL="false",
+        LOG_LEVEL="WARNING",
+    )
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from scheduling.clock import db_now
+    from scheduling.models import Job, Team
+    from scheduling.partitions import partitions_ensure
+    from scheduling.services import JobSpec, job_schedule_many
+
+    call_command("migrate", verbosity=0)
+    partitions_ensure(now=db_now(), days=3)
+    team = Team.objects.create(slug="bench", name="Bench")
+    start = db_now() + timedelta(minutes=5)
+    specs = [
+        JobSpec(
+            due_at=start + timedelta(seconds=i * 86400 / jobs),
+            target_kind="handler",
+            target="noop",
+            payload={"i": i, "kind": "reminder"},
+            metadata={"source": "bench"},
+        )
+        for i in range(jobs)
+    ]
+    job_schedule_many(team=team, specs=specs[:batch])  # warm-up: first bucket counts
+    t0 = time.perf_counter()
+    for offset in range(batch, jobs, batch):
+        job_schedule_many(team=team, specs=specs[offset : offset + batch])
+    seconds = time.perf_counter() - t0
+    assert Job.objects.count() == jobs, "not every job landed"
+    say("service_jobs", jobs, "jobs")
+    say("service_batch", batch, "jobs")
+    say("service_jobs_per_second", (jobs - batch) / seconds, "jobs/s")
+    say("service_ms_per_1000_jobs", 1000 * seconds / ((jobs - batch) / 1000), "ms")
+
+
+def rest(jobs: int, workers: int, port: int) -> None:
+    cmd = [sys.executable, str(ROOT / "bench" / "api_ingest.py"), "--jobs", str(jobs)]
+    cmd += ["--workers", str(workers), "--port", str(port), "--database", REST_DB]
+    cmd += ["--pg", ADMIN_URL.rsplit("/", 1)[0]]
+    out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if ":" in line:
+            print(f"rest_{line.strip()}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=200_000)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--rest-jobs", type=int, default=100_000, help="0 skips the REST run")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (REST)")
+    parser.add_argument("--port", type=int, default=8450)
+    args = parser.parse_args()
+    try:
+        service(args.jobs, args.batch)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        drop_database(DB)
+    if args.rest_jobs:
+        rest(args.rest_jobs, args.workers, args.port)
+
+
+if __name__ == "__main__":
+    main()

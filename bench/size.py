@@ -1,0 +1,183 @@
+"""Size benchmark: the poller's claim rate must not grow with the stored future.
+
+On the service's own schema (migrated, partitioned, one partition per day) in the
+scratch database ``sendlater_bench_scale_size``:
+
+1. claim rate: D jobs due in one past bucket are claimed and written back as
+   delivered with the service's statements (``polling.claims.claim`` +
+   ``write_back``, 1,000-row batches, 64 shards, one process), first with 100,000
+   future jobs stored over the next 30 days, then with F (default 10,000,000);
+   rows are generated server-side (``INSERT ... SELECT generate_series``), the
+   fastest way to fill the table here;
+2. catch-up: every shard's checkpoint is set 7 days back, with every minute of
+   those 7 days recorded as a bucket (written once, now empty), and one poller
+   iteration (``Poller.iterate``: leases, frontier walk, checkpoint advance) is
+   timed until all checkpoints reach the last closed bucket.
+
+    .venv/bin/python bench/size.py [--due 100000] [--future 10000000]
+
+The database is dropped at the end (``--keep`` keeps it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from _raw import drop_database, say, scratch_database  # noqa: E402
+
+DB = "sendlater_bench_scale_size"
+SHARDS = 64
+FILL_SQL = """
+INSERT INTO scheduling_job (id, team_id, due_at, bucket, shard, status, target_kind, target,
+    payload, metadata, request_fingerprint, window_seconds, attempts, last_error,
+    created_at, updated_at)
+SELECT gen_random_uuid(), %(team)s, b + (g %% 60) * interval '1 second', b, g %% {shards},
+    'pending', 'handler', 'noop', jsonb_build_object('i', g), '{{}}', '', 0, 0, '', now(), now()
+FROM (SELECT g, %(first)s::timestamptz
+             + (g %% %(buckets)s) * interval '1 minute' AS b
+      FROM generate_series(1, %(n)s) g) s
+"""
+
+
+def fill(team: int, first, buckets: int, n: int) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            FILL_SQL.format(shards=SHARDS),
+            {"team": team, "first": first, "buckets": buckets, "n": n},
+        )
+        cursor.execute("ANALYZE scheduling_job")
+
+
+def claim_rate(bucket, now, batch: int) -> float:
+    from polling import claims
+    from polling.claims import Result
+
+    epochs = claims.lease_acquire(
+        owner="bench", shards=range(SHARDS), now=now, until=now + timedelta(hours=1)
+    )
+    done = 0
+    t0 = time.perf_counter()
+    for shard in range(SHARDS):
+        while True:
+            got = claims.claim(
+                owner="bench", epoch=epochs[shard], bucket=bucket, shard=shard, now=now, limit=batch
+            )
+            if not got:
+                break
+            results = [Result(j.id, "delivered", j.due_at, j.bucket, j.shard) for j in got]
+            done += len(claims.write_back(owner="bench", results=results, now=now))
+    seconds = time.perf_counter() - t0
+    claims.lease_release(owner="bench", shards=range(SHARDS))
+    return done / seconds
+
+
+def catch_up(now) -> float:
+    from django.db import connection
+
+    from polling.models import ShardCheckpoint
+    from polling.poller import Poller
+    from scheduling import keys
+    from scheduling.models import Bucket
+
+    start = keys.bucket_of(now - timedelta(days=7), 60)
+    minutes = 7 * 24 * 60
+    Bucket.objects.bulk_create(
+        [Bucket(start=start + timedelta(minutes=i), shard_count=SHARDS) for i in range(minutes)],
+        ignore_conflicts=True,
+        batch_size=2000,
+    )
+    ShardCheckpoint.objects.update(last_drained=start)
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE polling_shardlease SET owner = NULL, expires_at = NULL")
+        cursor.execute("ANALYZE")
+
+    class Idle:
+        def deliver(self, jobs):  # type: ignore[no-untyped-def]
+            return []
+
+        def close(self) -> None:
+            pass
+
+    poller = Poller(name="catchup", sink=Idle(), batch_size=1000, poll_interval=1, sweep_every=1e9)
+    poller.start()
+    t0 = time.perf_counter()
+    poller.iterate()
+    seconds = time.perf_counter() - t0
+    last_closed = keys.bucket_of(now, 60) - timedelta(minutes=2)
+    behind = ShardCheckpoint.objects.filter(last_drained__lt=last_closed).count()
+    say("catchup_shards_behind_after_one_iteration", behind, "shards")
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--due", type=int, default=100_000)
+    parser.add_argument("--future", type=int, default=10_000_000)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    url = scratch_database(DB)
+    os.environ.update(
+        DATABASE_URL=url,
+        DJANGO_SETTINGS_MODULE="sendlater_site.settings",
+        SECRET_KEY=os.environ.get("SECRET_KEY", "bench-only"),
+        SENDLATER_DB_POOL="false",
+        SENDLATER_DEFAULT_SHARDS=str(SHARDS),
+        SENDLATER_PARTITION_CHECK_SECONDS="0",  # partitions are made below
+        SENDLATER_PRUNE_SECONDS="0",
+        LOG_LEVEL="WARNING",
+    )
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connections
+
+    from polling.services import shard_rows_ensure
+    from scheduling import keys
+    from scheduling.clock import db_now
+    from scheduling.models import Team
+    from scheduling.partitions import partitions_ensure
+
+    try:
+        call_command("migrate", verbosity=0)
+        now = db_now()
+        partitions_ensure(now=now, days=31)
+        shard_rows_ensure(shard_count=SHARDS)
+        team = Team.objects.create(slug="bench", name="Bench").pk
+        future_first = keys.bucket_of(now + timedelta(hours=1), 60)
+        future_buckets = 30 * 24 * 60
+        rates = {}
+        stored = 0
+        for round_, future in enumerate((100_000, args.future)):
+            t0 = time.perf_counter()
+            fill(team, future_first, future_buckets, future - stored)
+            stored = future
+            say(f"fill_seconds[future={future}]", time.perf_counter() - t0, "s")
+            due_bucket = keys.bucket_of(now, 60) - timedelta(minutes=10 + round_)
+            fill(team, due_bucket, 1, args.due)
+            rates[future] = claim_rate(due_bucket, db_now(), args.batch)
+            say(f"claim_done_rows_per_second[future={future}]", rates[future], "rows/s")
+        small, big = rates[100_000], rates[args.future]
+        say("claim_rate_change_percent", 100 * (big - small) / small, "%")
+        seconds = catch_up(db_now())
+        say("catchup_seconds_7_days_all_shards", seconds, "s")
+        say("catchup_seconds_per_shard", seconds / SHARDS, "s")
+    finally:
+        connections.close_all()
+        if not args.keep:
+            drop_database(DB)
+
+
+if __name__ == "__main__":
+    main()

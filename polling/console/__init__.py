@@ -1,0 +1,1 @@
+"""The operator console in the Django admin: lag dashboard, pollers, moves, cutovers."""

@@ -1,0 +1,23 @@
+"""The console's custom permissions (declared on ``ShardLease.Meta``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MOVE_SHARDS = "polling.move_shards"
+SCHEDULE_CUTOVER = "polling.schedule_cutover"
+VIEW_CONSOLE = "polling.view_shardlease"
+
+
+def can_move(user: Any) -> bool:
+    """Pin, unpin, drain, resume and release: anything that changes ownership."""
+    return bool(user.has_perm(MOVE_SHARDS))
+
+
+def can_cutover(user: Any) -> bool:
+    return bool(user.has_perm(SCHEDULE_CUTOVER))
+
+
+def can_view(user: Any) -> bool:
+    """Read the dashboard, pollers page and cutover schedule."""
+    return bool(user.is_active and user.is_staff and user.has_perm(VIEW_CONSOLE))

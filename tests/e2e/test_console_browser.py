@@ -1,0 +1,148 @@
+"""The console in a real browser: Playwright (sync API) driving Debian's chromium.
+
+One walk through the operator's jobs against pytest-django's live server, on
+whichever database the suite runs on: log in, spot the lagging shard, move it
+to another poller through the confirmation page, schedule a cutover from its
+preview, requeue a dead job. Screenshots go to the test's temporary folder, or to
+docs/screenshots/ with SENDLATER_UPDATE_SCREENSHOTS=1.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+
+from polling.models import ShardLease
+from scheduling.clock import db_now
+from scheduling.cutovers import cutover_earliest
+from scheduling.models import Job, JobStatus, ShardCountSchedule
+from tests.support.console import job_make, lagging
+from tests.support.factories import team_create
+from tests.support.pollers import poller_build
+
+CHROMIUM = "/usr/bin/chromium"
+# The committed screenshots are refreshed only on request, so `make test` leaves
+# the tree clean: SENDLATER_UPDATE_SCREENSHOTS=1 make test PYTEST_ARGS=-ktest_operator
+DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not shutil.which(CHROMIUM), reason="needs Debian's chromium"),
+]
+
+
+@pytest.fixture
+def page() -> Iterator:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    # Playwright's sync API keeps an event loop on this thread; the ORM calls the
+    # test makes between browser steps are plain synchronous code all the same.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context.set_default_timeout(15_000)
+        yield context.new_page()
+        browser.close()
+    os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    if connection.vendor == "postgresql":
+        # The live server thread returned its connections to the shared pool; close
+        # them, or dropping the test database finds them still attached.
+        connection.close()
+        connection.close_pool()
+
+
+def _step(*pollers) -> None:
+    for _ in range(2):
+        for poller in pollers:
+            poller.step()
+
+
+def test_operator_walkthrough(page, live_server, settings, tmp_path) -> None:
+    shots = DOCS_SCREENSHOTS if os.environ.get("SENDLATER_UPDATE_SCREENSHOTS") else tmp_path
+    settings.SENDLATER_LAG_THRESHOLD_SECONDS = 60
+    settings.SENDLATER_DASHBOARD_REFRESH_SECONDS = 0  # no reload under the test's feet
+    get_user_model().objects.create_superuser("ops", "ops@example.com", "pw-123456")
+    team = team_create(slug="acme")
+    p1, p2 = poller_build("p1"), poller_build("p2")
+    _step(p1, p2)
+    now = db_now()
+    lagging(5, now=now, minutes=10)
+    for minutes in (9, 8, 7):
+        job_make(team, shard=5, due_at=now - timedelta(minutes=minutes))
+    ahead = now + timedelta(hours=2)
+    for i in range(120):  # the busiest bucket ahead sets the preview's peak
+        job_make(team, shard=i % 64, due_at=ahead + timedelta(milliseconds=i))
+    dead = job_make(team, shard=1, due_at=now - timedelta(hours=1), status=JobStatus.DEAD)
+    owner = ShardLease.objects.get(shard=5).owner
+    target = "p2" if owner == "p1" else "p1"
+    base = live_server.url
+
+    # Log in and find the lagging shard highlighted.
+    page.goto(f"{base}/admin/login/?next=/admin/")
+    page.fill("#id_username", "ops")
+    page.fill("#id_password", "pw-123456")
+    page.click("input[type=submit]")
+    page.click("text=Lag dashboard")
+    row = page.locator("#shard-5")
+    assert "over-threshold" in (row.get_attribute("class") or "")
+    assert page.locator("#lag-chart rect.over[data-shard='5']").count() == 1
+    assert page.inner_text("#shards-over") == "1"
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / "dashboard.png"), full_page=True)
+
+    # Move it to the other poller through the confirmation page.
+    row.locator("input[type=checkbox]").check()
+    page.select_option("#shard-action", "pin_shards")
+    page.click("#shard-go")
+    assert "shard 5: owner" in page.inner_text("#confirm-objects")
+    page.select_option("#id_poller", target)
+    page.fill("#id_reason", "browser test: rebalance")
+    page.click("#confirm-yes")
+    assert page.inner_text("#shard-5 .pin") == target
+    _step(p1, p2)  # the owner lets go after its batch; the pinned poller takes it
+    page.reload()
+    assert page.inner_text("#shard-5 .owner") == target
+    assert ShardLease.objects.get(shard=5).owner == target
+
+    # Schedule a cutover from its preview and see it listed.
+    start = cutover_earliest(db_now()) + timedelta(hours=1)
+    page.click("text=Reshard cutovers")
+    page.fill("#id_shard_count", "128")
+    page.fill("#id_effective_from", start.strftime("%Y-%m-%dT%H:%M"))
+    page.fill("#id_reason", "browser test: more pollers")
+    page.click("#cutover-preview-button")
+    assert page.locator("#cutover-preview").is_visible()
+    assert page.inner_text("#peak") == "120"
+    page.screenshot(path=str(shots / "cutover-preview.png"), full_page=True)
+    page.click("#cutover-confirm")
+    assert "Cutover scheduled: 128 shards" in page.inner_text(".messagelist")
+    assert "128" in page.inner_text("#schedule tr.future")
+    assert ShardCountSchedule.objects.filter(shard_count=128, effective_from=start).exists()
+
+    # Requeue the dead job from the jobs changelist.
+    page.goto(f"{base}/admin/scheduling/job/?status__exact=dead")
+    page.check(f"input[name=_selected_action][value='{dead.id}']")
+    page.select_option("select[name=action]", "requeue_jobs")
+    page.click("button[name=index]")
+    assert "Requeued 1 job(s)" in page.inner_text(".messagelist")
+    assert Job.objects.get(id=dead.id).status == JobStatus.PENDING
+    for poller in (p1, p2):
+        poller.shutdown()
+    # Return this greenlet's connection to the pool before the fixture closes it.
+    connection.close()

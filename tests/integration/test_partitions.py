@@ -1,0 +1,196 @@
+"""Partitions of the jobs table (PostgreSQL) and retention (both databases)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.db import DatabaseError, connection
+
+from polling import claims, sqlutil
+from scheduling import keys
+from scheduling.clock import db_now, open_bucket
+from scheduling.jobinsert import jobs_insert
+from scheduling.models import DeliveryAttempt, IdempotencyKey, Job, JobStatus, TaskRun
+from scheduling.partitions import (
+    DEFAULT,
+    bounds_of,
+    partition_create,
+    partitions_ensure,
+    partitions_list,
+)
+from scheduling.retention import retention_prune
+from scheduling.services import job_schedule_many
+from tests.support.factories import job_spec
+
+pytestmark = pytest.mark.django_db
+postgres_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="partitions exist on PostgreSQL only"
+)
+
+
+def _where(job_id: uuid.UUID) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tableoid::regclass::text FROM scheduling_job WHERE id = %s", [job_id]
+        )
+        return cursor.fetchone()[0]
+
+
+def _old_job(team, bucket, status, *, updated_at=None, idempotency_key=None) -> Job:
+    job = Job(
+        id=uuid.uuid4(),
+        team=team,
+        due_at=bucket,
+        bucket=bucket,
+        shard=0,
+        status=status,
+        target_kind="handler",
+        target="noop",
+        idempotency_key=idempotency_key,
+        created_at=bucket,
+        updated_at=bucket,
+        attempts=1,
+        claim_owner="gone" if status == JobStatus.CLAIMED else None,
+        claim_epoch=1 if status == JobStatus.CLAIMED else None,
+    )
+    jobs_insert([job])
+    # auto_now would have stamped "now" on SQLite's bulk_create: set it afterwards.
+    Job.objects.filter(id=job.id).update(updated_at=updated_at or bucket)
+    DeliveryAttempt.objects.create(job_id=job.id, attempt=1, started_at=bucket, result="retry")
+    return job
+
+
+@postgres_only
+def test_ensure_creates_days_ahead_and_moves_rows_out_of_default(team) -> None:
+    now = db_now()
+    partitions_ensure(now=now, days=1)
+    far = [job for job, _ in job_schedule_many(team=team, specs=[job_spec(in_seconds=4 * 86400)])]
+    assert _where(far[0].id) == DEFAULT
+    assert partitions_ensure(now=now, days=1) == []  # nothing missing: a catalog read only
+    created = partitions_ensure(now=now, days=5)
+    assert sum(moved for _, moved in created) == 1
+    start, end = bounds_of(far[0].bucket)
+    assert _where(far[0].id) == f"scheduling_job_p{start:%Y%m%d}"
+    ranges = [(p.start, p.end) for p in partitions_list() if not p.is_default]
+    assert (start, end) in ranges and ranges == sorted(ranges)
+    assert Job.objects.get(id=far[0].id).status == JobStatus.PENDING
+    out = StringIO()
+    call_command("partitions", "--list", stdout=out)
+    assert f"scheduling_job_p{start:%Y%m%d}" in out.getvalue() and "DEFAULT" in out.getvalue()
+
+
+@postgres_only
+def test_prune_drops_old_partitions_after_moving_stragglers(team) -> None:
+    now = db_now()
+    old_start, old_end = bounds_of(now - timedelta(days=40))
+    partition_create(old_start, old_end)
+    bucket = old_start + timedelta(hours=3)
+    delivered = _old_job(team, bucket, JobStatus.DELIVERED, idempotency_key="k-old")
+    IdempotencyKey.objects.create(
+        team=team, key="k-old", job_id=delivered.id, fingerprint="f", created_at=bucket
+    )
+    TaskRun.objects.create(job_id=delivered.id, task_path="x.y")
+    canceled = _old_job(team, bucket, JobStatus.CANCELED)
+    pending = _old_job(team, bucket, JobStatus.PENDING)
+    claimed = _old_job(team, bucket, JobStatus.CLAIMED)
+    dead_recent = _old_job(team, bucket, JobStatus.DEAD, updated_at=now - timedelta(days=5))
+    dead_old = _old_job(team, bucket, JobStatus.DEAD, updated_at=now - timedelta(days=200))
+    before = Job.objects.count()
+
+    report = retention_prune(now=now)
+
+    name = f"scheduling_job_p{old_start:%Y%m%d}"
+    assert report.dropped == [name] and report.moved == 3
+    assert name not in {p.name for p in partitions_list()}
+    assert not Job.objects.filter(id__in=[delivered.id, canceled.id, dead_old.id]).exists()
+    assert Job.objects.count() == before - 3
+    target = open_bucket(now)
+    for job, status in (
+        (pending, JobStatus.PENDING),
+        (claimed, JobStatus.PENDING),
+        (dead_recent, JobStatus.DEAD),
+    ):
+        row = Job.objects.get(id=job.id)
+        assert (row.status, row.bucket) == (status, target)
+        assert row.shard == keys.shard_of(row.id, 64)
+        if status == JobStatus.PENDING:
+            assert row.claim_owner is None
+        assert DeliveryAttempt.objects.filter(job_id=job.id).count() == 1  # kept
+    assert not DeliveryAttempt.objects.filter(job_id__in=[delivered.id, canceled.id]).exists()
+    assert not TaskRun.objects.filter(job_id=delivered.id).exists()
+    assert not IdempotencyKey.objects.filter(key="k-old").exists()
+    assert retention_prune(now=now).dropped == []
+
+
+def test_plain_table_retention_deletes_old_terminal_rows_only(team) -> None:
+    if connection.vendor == "postgresql":
+        pytest.skip("PostgreSQL drops partitions (see above)")
+    now = db_now()
+    old = open_bucket(now - timedelta(days=40))
+    gone = [_old_job(team, old, s) for s in (JobStatus.DELIVERED, JobStatus.CANCELED)]
+    dead_old = _old_job(team, old, JobStatus.DEAD, updated_at=now - timedelta(days=200))
+    kept = [
+        _old_job(team, old, JobStatus.PENDING),
+        _old_job(team, old, JobStatus.DEAD, updated_at=now - timedelta(days=5)),
+        _old_job(team, open_bucket(now - timedelta(days=2)), JobStatus.DELIVERED),
+    ]
+    report = retention_prune(now=now)
+    assert report.deleted == 3 and report.dropped == []
+    assert not Job.objects.filter(id__in=[j.id for j in [*gone, dead_old]]).exists()
+    assert Job.objects.filter(id__in=[j.id for j in kept]).count() == 3
+    assert DeliveryAttempt.objects.count() == 3
+    out = StringIO()
+    call_command("partitions", "--list", stdout=out)
+    assert "SQLite keeps the jobs table as a plain table" in out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_claim_retries_a_serialization_failure_outside_a_transaction(monkeypatch) -> None:
+    """A row moved to another partition under a concurrent FOR UPDATE raises 40001."""
+
+    class Moved(Exception):
+        sqlstate = sqlutil.SERIALIZATION_FAILURE
+
+    calls = []
+    real = sqlutil.fetch_all
+
+    def flaky(sql, params):
+        calls.append(sql)
+        if len(calls) == 1:
+            raise DatabaseError("tuple to be locked was already moved") from Moved()
+        return real(sql, params)
+
+    monkeypatch.setattr(sqlutil, "fetch_all", flaky)
+    now = db_now()
+    got = claims.claim(owner="x", epoch=1, bucket=open_bucket(now), shard=0, now=now, limit=10)
+    assert got == [] and len(calls) == 2
+
+
+@pytest.mark.parametrize("jobs", [20, 1500])
+def test_a_batch_costs_the_same_statements_whatever_its_size(team, jobs) -> None:
+    """Claim, write-back and the attempts INSERT: one statement each per batch."""
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.support.pollers import future_base, poller_build
+
+    base = future_base()
+    specs = [job_spec(due_at=base + timedelta(seconds=1)) for _ in range(jobs)]
+    scheduled = [job for job, _ in job_schedule_many(team=team, specs=specs, now=base)]
+    shard = scheduled[0].shard
+    in_shard = sum(job.shard == shard for job in scheduled)
+    poller = poller_build(batch_size=2000)
+    poller.iterate(now=base - timedelta(seconds=5))  # leases, partitions; nothing due yet
+    poller._base = (base + timedelta(seconds=5), time.monotonic())
+    poller._next_maintenance = base + timedelta(hours=1)  # lease renewal is time-gated
+    with CaptureQueriesContext(connection) as queries:
+        claimed = poller._batch(base, shard)
+    assert claimed == in_shard
+    work = [q["sql"] for q in queries if "SAVEPOINT" not in q["sql"]]
+    assert len(work) == 3, work  # claim, write-back, attempts INSERT
+    assert work[0].lstrip().startswith("UPDATE scheduling_job SET status = 'claimed'")
+    assert Job.objects.filter(shard=shard, status="delivered").count() == in_shard
