@@ -18,6 +18,7 @@ from tests.faults.cluster import LEASE_SECONDS, POLL_SECONDS, Cluster, sql
 from tests.faults.receiver import Receipt
 
 LAG_TARGET_SECONDS = 3.0  # healthy pollers fire within this of due (2 shared cores, loaded)
+BASELINE_MIN_JOBS = 20  # first deliveries before the first fault that make a baseline
 SLACK_SECONDS = 1.5  # process start-up and scheduling noise on a 2-core machine
 
 
@@ -33,13 +34,14 @@ class Report:
     early: int = 0
     max_lag: float = 0.0
     throughput: float = 0.0
+    lag_target: float = LAG_TARGET_SECONDS
     violations: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         return (
             f"{self.name}: jobs: {self.jobs}, delivered: {self.delivered}, dead: {self.dead}, "
             f"lost: {self.lost}, duplicates: {self.duplicates} (bound {self.bound}), "
-            f"early: {self.early}, max lag: {self.max_lag:.2f}s"
+            f"early: {self.early}, max lag: {self.max_lag:.2f}s (target {self.lag_target:.1f}s)"
         )
 
     def fail(self, what: str) -> None:
@@ -189,12 +191,19 @@ def _recovery(
         backlog = sum(1 for job_id, at in firsts.items() if at > takeover >= _ready(jobs[job_id]))
         drain = backlog / report.throughput if report.throughput else 0.0
         deadlines.append((w.start, takeover + drain))
+    # The target: the fixed one, or twice the p95 lag before the first fault if the
+    # machine is slower than that today (other work on 2 shared cores slows it all).
+    first_fault = min((w.start for w in cluster.faults), default=float("inf"))
+    before = sorted(at - _ready(jobs[j]) for j, at in firsts.items() if at < first_fault)
+    report.lag_target = LAG_TARGET_SECONDS
+    if len(before) >= BASELINE_MIN_JOBS and cluster.faults:
+        report.lag_target = max(LAG_TARGET_SECONDS, 2 * before[int(0.95 * (len(before) - 1))])
     late = []
     for job_id, at in firsts.items():
         due = _ready(jobs[job_id])
         report.max_lag = max(report.max_lag, at - due)
         allowed = max([due, *(d for start, d in deadlines if start <= at)])
-        if at > allowed + LAG_TARGET_SECONDS + SLACK_SECONDS:
+        if at > allowed + report.lag_target + SLACK_SECONDS:
             late.append(f"{job_id} due {due:.2f} first delivered {at:.2f} allowed {allowed:.2f}")
     if late:
         faults = [(w.what, round(w.start, 2), round(w.end, 2)) for w in cluster.faults]

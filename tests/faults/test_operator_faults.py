@@ -14,7 +14,7 @@ from scheduling.cutovers import cutover_earliest, cutover_schedule
 from tests.faults.cluster import LEASE_SECONDS, Cluster, sql
 from tests.faults.scenario import run
 
-MOVE_TIMEOUT_SECONDS = 3 * LEASE_SECONDS
+MOVE_TIMEOUT_SECONDS = 5 * LEASE_SECONDS
 
 
 def _owners() -> dict[int, str | None]:
