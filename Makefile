@@ -57,6 +57,7 @@ test: venv
 faults: export SECRET_KEY ?= test-only-not-a-secret
 faults: export SECURE_SSL_REDIRECT ?= false
 faults: export SENDLATER_FAULTS_FULL = 1
+faults: export SENDLATER_FAULTS_STRICT_LAG ?= 1
 faults: export SENDLATER_FAULTS_PG_RESTART ?= 1
 faults: venv
 	@case "$$DATABASE_URL" in postgres*) ;; \

@@ -59,8 +59,13 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
 def report_and_assert(report: Report) -> None:
     """Print the scenario's figures (summary and stdout) and fail on any violation."""
     line = report.line()
-    RESULTS.append(line + ("" if not report.violations else "  VIOLATED"))
+    flag = (
+        "  VIOLATED" if report.violations else "  I5 late (not enforced)" if report.warnings else ""
+    )
+    RESULTS.append(line + flag)
     print(line)
+    for warning in report.warnings:
+        print("warning:", warning)
     assert not report.violations, "\n".join(report.violations)
 
 
