@@ -76,17 +76,22 @@ def test_failpoint_stall_past_lease_before_write_back(make_cluster, seed: int) -
     """p0 stalls past its lease after a delivered batch: the new owner re-delivers,
     p0's write-back is fenced out (I3) and it carries on."""
     stall = LEASE_SECONDS + 2
-    cluster = make_cluster(failpoints={"p0": f"after_dispatch=sleep:{stall}"})
+    cluster = make_cluster(failpoints={"p0": f"after_dispatch=once-sleep:{stall}"})
 
     def fault(c: Cluster) -> None:
-        wait_in_flight(c, "p0")
-        window = c.fault_begin("failpoint after_dispatch sleep p0")
-        time.sleep(0.3)
-        window.in_flight = c.claimed_by("p0") + 2 * 25  # plus one batch per later stall
+        log = c.tmp / "p0.log"
+        deadline = time.monotonic() + 15
+        while "failpoint after_dispatch" not in log.read_text():  # p0's first batch
+            assert time.monotonic() < deadline, "p0 never reached its failpoint"
+            time.sleep(0.02)
+        window = c.fault_begin("failpoint after_dispatch once-sleep p0")
+        window.in_flight = c.claimed_by("p0")  # the stalled batch: delivered, not written
         time.sleep(stall)
         c.fault_end(window)
 
-    run(cluster, "stall past lease before write-back", seed=seed, fault=fault, n=200)
+    report = run(cluster, "stall past lease before write-back", seed=seed, fault=fault, fault_at=0)
+    assert "fenced out" in (cluster.tmp / "p0.log").read_text()
+    assert report.duplicates >= 1
 
 
 @pytest.mark.parametrize("seed", [1])
