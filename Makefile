@@ -1,4 +1,5 @@
-# sendlater: `make run` serves the demo on SQLite with two pollers, `make test` runs the suite.
+# sendlater: `make run` serves the demo on SQLite with two pollers, `make test` runs the suite
+# (with the quick fault subset on PostgreSQL), `make faults` every fault scenario.
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
@@ -11,7 +12,7 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then \
 	    command -v $$p; break; fi; done)
 
-.PHONY: venv run serve test lint format migrate admin api-key clean
+.PHONY: venv run serve test faults lint format migrate admin api-key clean
 
 $(BIN)/.installed: requirements.txt
 	@if [ -z "$(PYTHON)" ]; then echo "error: Python 3.12 or newer is required (Django 6.1); none found on PATH" >&2; exit 1; fi
@@ -49,6 +50,19 @@ test: export SECURE_SSL_REDIRECT ?= false
 test: export SENDLATER_PARTITION_AHEAD_DAYS ?= 2
 test: venv
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# Every fault scenario (docs/reliability.md), up to ~20 minutes, PostgreSQL only. It
+# restarts the PostgreSQL cluster once (pg_ctlcluster ... restart -m immediate):
+# SENDLATER_FAULTS_PG_RESTART=0 leaves that scenario out on a shared server.
+faults: export SECRET_KEY ?= test-only-not-a-secret
+faults: export SECURE_SSL_REDIRECT ?= false
+faults: export SENDLATER_FAULTS_FULL = 1
+faults: export SENDLATER_FAULTS_STRICT_LAG ?= 1
+faults: export SENDLATER_FAULTS_PG_RESTART ?= 1
+faults: venv
+	@case "$$DATABASE_URL" in postgres*) ;; \
+	  *) echo "error: make faults needs DATABASE_URL=postgres://... (PostgreSQL)" >&2; exit 2;; esac
+	$(BIN)/pytest tests/faults -m faults $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

@@ -39,3 +39,12 @@ def shutdown_grace_seconds() -> float:
 
 def sinks() -> dict[str, str]:
     return dict(settings.SENDLATER_SINKS)
+
+
+def dispatch_stall_seconds() -> float:
+    """A dispatch with no delivery finished for this long is stuck (its leases lapse):
+    the longest one webhook delivery may take (pool wait, connect, write, read)."""
+    return float(
+        settings.SENDLATER_WEBHOOK_CONNECT_TIMEOUT_SECONDS
+        + 3 * settings.SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS
+    )

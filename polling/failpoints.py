@@ -5,7 +5,7 @@ they start), e.g. ``after_dispatch=exit`` or ``after_dispatch=sleep:5,before_cla
 
 - ``exit``: ``os._exit(137)`` at once, like kill -9: no cleanup, no write-back;
 - ``sleep:N``: stall N seconds (a pause past the lease);
-- ``once-exit``: exit only the first time in this process.
+- ``once-exit``, ``once-sleep:N``: only the first time in this process.
 """
 
 from __future__ import annotations
@@ -39,5 +39,6 @@ def failpoint(name: str) -> None:
     if action == "exit" or (action == "once-exit" and name not in _fired):
         _fired.add(name)
         os._exit(137)
-    if action.startswith("sleep:"):
+    if action.startswith("sleep:") or (action.startswith("once-sleep:") and name not in _fired):
+        _fired.add(name)
         time.sleep(float(action.split(":", 1)[1]))

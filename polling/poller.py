@@ -25,6 +25,7 @@ from polling.claims import Result
 from polling.dispatch.base import ClaimedJob, Sink
 from polling.failpoints import failpoint
 from polling.models import PollerState
+from polling.renewer import PROGRESS, LeaseRenewer
 from polling.retries import results_build
 from scheduling import conf as scheduling_conf
 from scheduling import keys
@@ -104,6 +105,7 @@ class Poller:
 
     def run(self, *, once: bool = False) -> None:
         """Loop until ``stop()`` (or one pass with ``once``), then shut down cleanly."""
+        renewer = LeaseRenewer.started(owner=self.name, lease_seconds=self.lease_seconds)
         try:
             while not self.stopping.is_set():
                 busy = self.step()
@@ -122,6 +124,7 @@ class Poller:
                 elif not busy:
                     self.stopping.wait(self.poll_interval * random.uniform(0.8, 1.2))  # noqa: S311
         finally:
+            renewer.stop()
             self.shutdown()
 
     def step(self, now: datetime | None = None) -> bool:
@@ -233,7 +236,8 @@ class Poller:
         if expired:
             gone = {j.id for j in expired}
             live = [j for j in jobs if j.id not in gone]
-        outcomes = self.sink.deliver(live) if live else []
+        with PROGRESS.dispatching_batch():  # the lease renewer may renew while it progresses
+            outcomes = self.sink.deliver(live) if live else []
         failpoint("after_dispatch")  # fault tests: crash between delivery and write-back
         self._renew_if_due()  # a slow batch must not let the lease lapse before write-back
         now = self._now()

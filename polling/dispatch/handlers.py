@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from django.db import close_old_connections
 
 from polling.dispatch.base import ClaimedJob, Outcome
+from polling.renewer import PROGRESS
 from scheduling import handlers
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,13 @@ class HandlerSink:
 
     @staticmethod
     def _deliver_one(job: ClaimedJob) -> Outcome:
+        try:
+            return HandlerSink._call(job)
+        finally:
+            PROGRESS.touch()  # a delivery finished: the batch is moving (lease renewer)
+
+    @staticmethod
+    def _call(job: ClaimedJob) -> Outcome:
         started = datetime.now(UTC)
         clock = time.monotonic()
         try:

@@ -26,6 +26,7 @@ from polling.dispatch.guarded_network import BlockedConnect, GuardedBackend
 from polling.dispatch.hostguard import HostGuard, HostOpen
 from polling.dispatch.signing import signed_headers
 from polling.dispatch.team_secrets import SecretsLookup, team_signing_secrets
+from polling.renewer import PROGRESS
 from scheduling import conf
 
 logger = logging.getLogger(__name__)
@@ -149,6 +150,7 @@ class WebhookSink:
         host = _host_key(job.target)
 
         def outcome(result: str, error: str = "", **extra: object) -> Outcome:
+            PROGRESS.touch()  # a delivery finished: the batch is moving (lease renewer)
             return Outcome(
                 job_id=job.id,
                 result=result,  # type: ignore[arg-type]

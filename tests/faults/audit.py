@@ -1,0 +1,81 @@
+"""Audit triggers for the fault suite: a trail of every fenced write, by the database.
+
+Installed on the test database for one scenario, removed after. They change
+nothing the service writes; they only copy, at the moment of each write:
+
+- ``faults_job_write``: a claimed row leaving ``claimed`` through its claimer's
+  write-back (``claimed_at`` kept), with the epoch it was claimed under and the
+  write's ``now`` (``updated_at``);
+- ``faults_lease``: every lease acquisition (epoch change) with its ``acquired_at``;
+- ``faults_checkpoint``: every checkpoint change, old and new, and how many
+  pending or claimed rows of that shard lay in the buckets it passed, as the
+  database saw them right then.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+
+INSTALL_SQL = """
+DROP TABLE IF EXISTS faults_job_write, faults_lease, faults_checkpoint;
+CREATE TABLE faults_job_write (
+    job_id uuid, shard int, claim_owner text, claim_epoch bigint, new_status text,
+    written_at timestamptz, at timestamptz DEFAULT clock_timestamp());
+CREATE TABLE faults_lease (
+    shard int, epoch bigint, owner text, acquired_at timestamptz,
+    at timestamptz DEFAULT clock_timestamp());
+CREATE TABLE faults_checkpoint (
+    shard int, old timestamptz, new timestamptz, passed int,
+    at timestamptz DEFAULT clock_timestamp());
+
+CREATE OR REPLACE FUNCTION faults_job_write_fn() RETURNS trigger AS $$
+BEGIN
+  INSERT INTO faults_job_write (job_id, shard, claim_owner, claim_epoch, new_status, written_at)
+  VALUES (OLD.id, OLD.shard, OLD.claim_owner, OLD.claim_epoch, NEW.status, NEW.updated_at);
+  RETURN NULL;
+END $$ LANGUAGE plpgsql;
+CREATE TRIGGER faults_job_write_trg AFTER UPDATE ON scheduling_job FOR EACH ROW
+  WHEN (OLD.status = 'claimed' AND NEW.status <> 'claimed' AND NEW.claimed_at IS NOT NULL)
+  EXECUTE FUNCTION faults_job_write_fn();
+
+CREATE OR REPLACE FUNCTION faults_lease_fn() RETURNS trigger AS $$
+BEGIN
+  INSERT INTO faults_lease (shard, epoch, owner, acquired_at)
+  VALUES (NEW.shard, NEW.epoch, NEW.owner, NEW.acquired_at);
+  RETURN NULL;
+END $$ LANGUAGE plpgsql;
+CREATE TRIGGER faults_lease_trg AFTER UPDATE ON polling_shardlease FOR EACH ROW
+  WHEN (NEW.epoch IS DISTINCT FROM OLD.epoch) EXECUTE FUNCTION faults_lease_fn();
+
+CREATE OR REPLACE FUNCTION faults_checkpoint_fn() RETURNS trigger AS $$
+BEGIN
+  INSERT INTO faults_checkpoint (shard, old, new, passed)
+  SELECT NEW.shard, OLD.last_drained, NEW.last_drained, count(*)
+  FROM scheduling_job j
+  WHERE j.shard = NEW.shard AND j.status IN ('pending', 'claimed')
+    AND j.bucket <= NEW.last_drained
+    AND (OLD.last_drained IS NULL OR j.bucket > OLD.last_drained);
+  RETURN NULL;
+END $$ LANGUAGE plpgsql;
+CREATE TRIGGER faults_checkpoint_trg AFTER UPDATE ON polling_shardcheckpoint FOR EACH ROW
+  WHEN (NEW.last_drained IS DISTINCT FROM OLD.last_drained)
+  EXECUTE FUNCTION faults_checkpoint_fn();
+"""
+
+UNINSTALL_SQL = """
+DROP TRIGGER IF EXISTS faults_job_write_trg ON scheduling_job;
+DROP TRIGGER IF EXISTS faults_lease_trg ON polling_shardlease;
+DROP TRIGGER IF EXISTS faults_checkpoint_trg ON polling_shardcheckpoint;
+DROP FUNCTION IF EXISTS faults_job_write_fn(), faults_lease_fn(), faults_checkpoint_fn();
+DROP TABLE IF EXISTS faults_job_write, faults_lease, faults_checkpoint;
+"""
+
+
+def audit_install() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(INSTALL_SQL)
+
+
+def audit_uninstall() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(UNINSTALL_SQL)

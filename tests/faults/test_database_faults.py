@@ -1,0 +1,85 @@
+"""The database goes away under the pollers: terminated backends, a cluster restart."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+from django.db import connection
+
+from tests.faults.cluster import BATCH_SIZE, Cluster, sql
+from tests.faults.scenario import run, wait_in_flight
+
+TERMINATE_SQL = """
+SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE datname = current_database() AND application_name LIKE 'faults-p%%'
+"""
+
+
+def _terminate_pollers(cluster: Cluster, times: int = 3) -> None:
+    """Terminate every poller backend mid-dispatch, ``times`` times 1.5 s apart."""
+    for _ in range(times):
+        wait_in_flight(cluster, *cluster.pollers)
+        window = cluster.fault_begin("pg_terminate_backend of the pollers")
+        (killed,) = sql(TERMINATE_SQL)[0]
+        window.in_flight = cluster.claimed_by()  # the in-flight batches: their write-backs fail
+        cluster.fault_end(window)
+        assert killed >= 1
+        time.sleep(1.5)
+
+
+@pytest.mark.parametrize("seed", [1])
+def test_pg_terminate_backend_during_dispatch(make_cluster, seed: int) -> None:
+    run(make_cluster(), "pg_terminate_backend", seed=seed, fault=_terminate_pollers, fault_at=3)
+
+
+@pytest.mark.faults_full
+@pytest.mark.parametrize("seed", [2])
+def test_pg_terminate_backend_more_seeds(make_cluster, seed: int) -> None:
+    run(make_cluster(), "pg_terminate_backend", seed=seed, fault=_terminate_pollers, fault_at=3)
+
+
+def _restart_cluster(cluster: Cluster) -> None:
+    """``pg_ctlcluster ... restart -m immediate``: every connection dies, no checkpoint."""
+    wait_in_flight(cluster, *cluster.pollers)
+    # Rows claimed between this count and the crash: at most one batch per poller.
+    in_flight = cluster.claimed_by() + BATCH_SIZE * len(cluster.pollers)
+    window = cluster.fault_begin("PostgreSQL restart -m immediate", in_flight=in_flight)
+    subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", "15", "main", "restart", "-m", "immediate"],
+        check=True,
+        timeout=120,
+    )
+    connection.close()
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            sql("SELECT 1")
+            break
+        except Exception:
+            connection.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    cluster.fault_end(window)
+
+
+@pytest.mark.faults_full
+@pytest.mark.skipif(
+    os.environ.get("SENDLATER_FAULTS_PG_RESTART") != "1",
+    reason="restarts the shared PostgreSQL cluster: only with SENDLATER_FAULTS_PG_RESTART=1",
+)
+@pytest.mark.parametrize("seed", [1])
+def test_postgresql_restart_immediate(make_cluster, seed: int) -> None:
+    # The pollers back off (up to 30 s) while the server is down: allow for it.
+    run(
+        make_cluster(),
+        "PostgreSQL restart",
+        seed=seed,
+        fault=_restart_cluster,
+        fault_at=3,
+        duration=16,
+        extra_recovery=8.0,
+    )
