@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -11,13 +10,7 @@ import urllib.request
 
 import pytest
 
-from tests.support.procs import ROOT, child_env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.procs import ROOT, child_env, free_port
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from polling.dispatch.base import ClaimedJob
 from polling.dispatch.hostguard import HostGuard
 from polling.dispatch.webhook import WebhookSink, retry_after_seconds
+from tests.support.procs import free_port
 from tests.support.receiver import running_receiver
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -104,9 +105,7 @@ def test_outcomes_by_status(allow_loopback) -> None:
 
 
 def test_timeout_and_connection_refused_are_retries(allow_loopback) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        closed_port = s.getsockname()[1]
+    closed_port = free_port()
     with running_receiver() as rx:
         sink = make_sink(read_timeout=0.3)
         slow, refused = sink.deliver(
