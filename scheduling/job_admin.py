@@ -22,11 +22,12 @@ from django.http import HttpRequest
 
 from scheduling import conf, keys
 from scheduling.clock import db_now
+from scheduling.deadletters import job_requeue
 from scheduling.errors import SchedulingError
 from scheduling.models import DeliveryAttempt, Job, Team
 from scheduling.paginators import EstimatedCountPaginator
 from scheduling.selectors import job_filter_metadata
-from scheduling.services import job_cancel, job_requeue, job_reschedule
+from scheduling.services import job_cancel, job_reschedule
 
 HOUR = timedelta(hours=1)
 DUE_RANGES = {

@@ -1,4 +1,7 @@
-"""Writes: schedule, cancel and reschedule jobs (cutovers live in scheduling.cutovers).
+"""Writes: schedule, cancel and reschedule jobs.
+
+Elsewhere: cutovers in ``scheduling.cutovers``, bulk cancel in ``scheduling.cancels``,
+dead-letter requeue in ``scheduling.deadletters``.
 
 Every service is keyword-only and transactional. Where a job lands:
 ``bucket = max(bucket_of(due_at), open_bucket(now))`` and
@@ -30,7 +33,6 @@ from scheduling.cutovers import cutover_schedule as cutover_schedule
 from scheduling.errors import (
     InvalidDueTime,
     InvalidTarget,
-    JobNotFound,
     JobNotPending,
     PayloadTooLarge,
     SchedulingError,
@@ -38,9 +40,9 @@ from scheduling.errors import (
 from scheduling.idempotency import idempotency_record, is_key_violation
 from scheduling.idempotency import idempotency_resolve as _resolve_idempotency
 from scheduling.jobinsert import job_build, jobs_insert
+from scheduling.jobrows import job_for_update, job_save_in_partition
 from scheduling.metrics import JOBS_SCHEDULED
 from scheduling.models import Job, JobStatus, TargetKind, Team
-from scheduling.selectors import job_filter_metadata
 
 _HANDLER_NAME = re.compile(handlers.HANDLER_NAME_PATTERN)
 
@@ -289,36 +291,8 @@ def job_schedule(
     return _schedule(team, [spec], now)[0]
 
 
-_REQUEUE_FIELDS = [
-    "bucket",
-    "shard",
-    "due_at",
-    "status",
-    "attempts",
-    "expires_at",
-    "claim_owner",
-    "claim_epoch",
-    "claimed_at",
-    "updated_at",
-]
-
-
-def _save_in_partition(job: Job, old_bucket: datetime, fields: Sequence[str]) -> None:
-    """UPDATE ``fields`` of ``job`` addressed by id and its current bucket.
-
-    The bucket predicate lets PostgreSQL prune to the one partition that holds the
-    row (by id alone the UPDATE would probe every partition). A new bucket in
-    ``fields`` moves the row to another partition.
-    """
-    Job.objects.filter(id=job.id, bucket=old_bucket).update(
-        **{name: getattr(job, name) for name in fields}
-    )
-
-
 def _pending_job_for_update(team: Team, job_id: uuid.UUID | str) -> Job:
-    job = Job.objects.select_for_update().filter(id=job_id, team=team).first()
-    if job is None:
-        raise JobNotFound(f"job {job_id} does not exist.", field="id")
+    job = job_for_update(team=team, job_id=job_id)
     if job.status != JobStatus.PENDING:
         raise JobNotPending(
             f"job {job_id} is {job.status}; only pending jobs can be changed.", field="status"
@@ -333,7 +307,7 @@ def job_cancel(*, team: Team, job_id: uuid.UUID | str, now: datetime | None = No
         job = _pending_job_for_update(team, job_id)
         job.status = JobStatus.CANCELED
         job.updated_at = now
-        _save_in_partition(job, job.bucket, ["status", "updated_at"])
+        job_save_in_partition(job, old_bucket=job.bucket, fields=["status", "updated_at"])
     return job
 
 
@@ -372,56 +346,5 @@ def job_reschedule(
             job.payload = payload
             fields.append("payload")
         job.updated_at = now
-        _save_in_partition(job, old_bucket, fields)
-    return job
-
-
-def job_cancel_many(
-    *,
-    team: Team,
-    ids: Sequence[uuid.UUID | str] | None = None,
-    metadata: dict[str, str] | None = None,
-    now: datetime | None = None,
-) -> int:
-    """Cancel the team's pending jobs matching ``ids`` and/or ``metadata``; return how many.
-
-    One UPDATE whatever the number of jobs. Rows a poller has already claimed are
-    not pending and stay as they are; the UPDATE re-checks the status of each row
-    it locks, so a job is never both canceled and claimed.
-    """
-    if ids is None and not metadata:
-        raise SchedulingError("give ids or metadata to select the jobs to cancel.", field="ids")
-    now = now or db_now()
-    jobs = Job.objects.filter(team=team, status=JobStatus.PENDING)
-    if ids is not None:
-        jobs = jobs.filter(id__in=list(ids))
-    if metadata:
-        jobs = job_filter_metadata(jobs, metadata)
-    return jobs.update(status=JobStatus.CANCELED, updated_at=now)
-
-
-def job_requeue(*, team: Team, job_id: uuid.UUID | str, now: datetime | None = None) -> Job:
-    """Give a dead (or expired) job a new attempt series, due now in the open bucket."""
-    now = now or db_now()
-    with transaction.atomic():
-        job = Job.objects.select_for_update().filter(id=job_id, team=team).first()
-        if job is None:
-            raise JobNotFound(f"job {job_id} does not exist.", field="id")
-        if job.status not in (JobStatus.DEAD, JobStatus.EXPIRED):
-            raise JobNotPending(
-                f"job {job_id} is {job.status}; only dead or expired jobs can be requeued.",
-                field="status",
-            )
-        old_bucket = job.bucket
-        job.bucket = open_bucket(now)
-        job.shard = keys.shard_of(job.id, shard_counts_record([job.bucket])[job.bucket])
-        job.due_at = now
-        job.status = JobStatus.PENDING
-        job.attempts = 0
-        job.expires_at = None
-        job.claim_owner = None
-        job.claim_epoch = None
-        job.claimed_at = None
-        job.updated_at = now
-        _save_in_partition(job, old_bucket, _REQUEUE_FIELDS)
+        job_save_in_partition(job, old_bucket=old_bucket, fields=fields)
     return job

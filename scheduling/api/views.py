@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from scheduling import selectors, services
+from scheduling import cancels, deadletters, selectors, services
 from scheduling.api import pagination, schema
 from scheduling.api.serializers import (
     DeliveryAttemptListSerializer,
@@ -242,7 +242,7 @@ class JobCancelManyView(TeamView):
     def post(self, request: Request) -> Response:
         serializer = JobCancelManySerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        canceled = services.job_cancel_many(team=self.team, **serializer.validated_data)
+        canceled = cancels.job_cancel_many(team=self.team, **serializer.validated_data)
         return Response(JobCancelManyResultSerializer({"canceled": canceled}).data)
 
 
@@ -270,5 +270,5 @@ class JobRequeueView(TeamView):
         responses={200: JobSerializer, **schema.errors(*schema.COMMON, 404, 409)},
     )
     def post(self, request: Request, job_id: str) -> Response:
-        job = services.job_requeue(team=self.team, job_id=job_id)
+        job = deadletters.job_requeue(team=self.team, job_id=job_id)
         return Response(JobSerializer(job).data)

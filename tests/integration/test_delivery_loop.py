@@ -10,8 +10,9 @@ from standardwebhooks.webhooks import Webhook
 from polling.dispatch.router import Router
 from polling.dispatch.webhook import WebhookSink
 from scheduling import keys
+from scheduling.deadletters import job_requeue
 from scheduling.models import DeliveryAttempt, Job
-from scheduling.services import job_requeue, job_schedule
+from scheduling.services import job_schedule
 from tests.support.pollers import future_base, poller_build
 from tests.support.receiver import running_receiver
 
