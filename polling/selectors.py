@@ -42,7 +42,7 @@ def shard_count_max() -> int:
 @dataclass(frozen=True)
 class ShardLag:
     shard: int
-    owner: str | None
+    owner: str | None  # None when the lease is free or expired
     epoch: int
     expires_at: datetime | None
     pinned_to: str | None
@@ -50,6 +50,24 @@ class ShardLag:
     lag_seconds: float
     due_backlog: int
     oldest_due_age_seconds: float | None
+
+
+def shard_lag_seconds(
+    *,
+    depth: int,
+    checkpoint: datetime | None,
+    oldest: datetime | None,
+    now: datetime,
+    width_seconds: int,
+) -> float:
+    """``now - (checkpoint + W)`` while due jobs wait (``depth``); 0 when none do.
+
+    A shard never drained yet counts from its oldest due job instead.
+    """
+    if not depth:
+        return 0.0
+    start = checkpoint + timedelta(seconds=width_seconds) if checkpoint else oldest
+    return max(0.0, (now - start).total_seconds()) if start else 0.0
 
 
 def shard_lag_list(*, now: datetime) -> list[ShardLag]:
@@ -75,10 +93,13 @@ def shard_lag_list(*, now: datetime) -> list[ShardLag]:
         row = backlog.get(lease.shard)
         checkpoint = checkpoints.get(lease.shard)
         depth = row["depth"] if row else 0
-        lag = 0.0
-        if depth:
-            start = checkpoint + timedelta(seconds=width) if checkpoint else row["oldest"]
-            lag = max(0.0, (now - start).total_seconds())
+        lag = shard_lag_seconds(
+            depth=depth,
+            checkpoint=checkpoint,
+            oldest=row["oldest"] if row else None,
+            now=now,
+            width_seconds=width,
+        )
         result.append(
             ShardLag(
                 shard=lease.shard,

@@ -15,6 +15,7 @@ from django.db.models import Case, Count, DateTimeField, F, Min, Q, Value, When
 from django.db.models.functions import TruncMinute
 
 from polling.models import Poller, PollerState, ShardCheckpoint, ShardLease
+from polling.selectors import ShardLag, shard_lag_seconds
 from scheduling import conf as scheduling_conf
 from scheduling import keys
 from scheduling.models import Job, JobStatus
@@ -35,17 +36,10 @@ SORT_KEYS = {
 
 
 @dataclass(frozen=True)
-class ShardRow:
-    shard: int
+class ShardRow(ShardLag):
+    """The lag command's figures for one shard, plus what the console shows or acts on."""
+
     lease_id: int
-    owner: str | None  # None when the lease is free or expired
-    epoch: int
-    expires_at: datetime | None
-    pinned_to: str | None
-    checkpoint: datetime | None
-    lag_seconds: float
-    due_backlog: int
-    oldest_due_age_seconds: float | None
     delivered_last_minute: int
     over_threshold: bool
     raw_owner: str | None  # the owner column as stored (for a fenced release)
@@ -79,15 +73,6 @@ class Dashboard:
     summary: Summary
     series: Series
     warnings: list[str] = field(default_factory=list)
-
-
-def _lag(depth: int, checkpoint: datetime | None, oldest: datetime | None, now: datetime) -> float:
-    """``now - (checkpoint + W)`` while due jobs wait; 0 when none do."""
-    if not depth:
-        return 0.0
-    width = scheduling_conf.bucket_seconds()
-    start = checkpoint + timedelta(seconds=width) if checkpoint else oldest
-    return max(0.0, (now - start).total_seconds()) if start else 0.0
 
 
 def _due_pending(now: datetime):  # type: ignore[no-untyped-def]
@@ -153,6 +138,7 @@ def _series(now: datetime, start: datetime, backlog_rows: list[dict], total: int
 def dashboard_build(*, now: datetime, threshold_seconds: float, sort: str = "shard") -> Dashboard:
     """Everything the lag dashboard shows, as of database time ``now``."""
     lease_seconds = scheduling_conf.lease_seconds()
+    width = scheduling_conf.bucket_seconds()
     leases = list(
         ShardLease.objects.order_by("shard").values_list(
             "id", "shard", "owner", "epoch", "expires_at", "pinned_to"
@@ -187,7 +173,15 @@ def dashboard_build(*, now: datetime, threshold_seconds: float, sort: str = "sha
         found = backlog.get(shard)
         depth = found["depth"] if found else 0
         oldest = found["oldest"] if found else None
-        lag = _lag(depth, checkpoints.get(shard), oldest, now)
+        # The selector's formula, not shard_lag_list itself: the one backlog pass
+        # above also feeds the series, and the console needs the lease ids.
+        lag = shard_lag_seconds(
+            depth=depth,
+            checkpoint=checkpoints.get(shard),
+            oldest=oldest,
+            now=now,
+            width_seconds=width,
+        )
         rows.append(
             ShardRow(
                 shard=shard,
