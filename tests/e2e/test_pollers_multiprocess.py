@@ -22,18 +22,10 @@ from scheduling.clock import db_now
 from scheduling.models import Job
 from scheduling.services import JobSpec, job_schedule_many
 from tests.support.factories import team_create
-from tests.support.procs import ROOT, child_env
+from tests.support.procs import POLLER_PROCESSES, ROOT, child_env
 from tests.support.recording import deliveries
 
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.slow,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        connection.vendor != "postgresql",
-        reason="multi-process pollers need PostgreSQL (SKIP LOCKED, concurrent writers)",
-    ),
-]
+pytestmark = POLLER_PROCESSES
 
 LEASE = 3.0
 POLL = 0.2

@@ -14,26 +14,16 @@ import sys
 import time
 from datetime import timedelta
 
-import pytest
-from django.db import connection
 from standardwebhooks.webhooks import Webhook
 
 from scheduling.clock import db_now
 from scheduling.models import DeliveryAttempt, Job
 from scheduling.services import job_schedule
 from tests.support.factories import team_create
-from tests.support.procs import ROOT, child_env
+from tests.support.procs import POLLER_PROCESSES, ROOT, child_env
 from tests.support.receiver import running_receiver
 
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.slow,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        connection.vendor != "postgresql",
-        reason="multi-process pollers need PostgreSQL (SKIP LOCKED, concurrent writers)",
-    ),
-]
+pytestmark = POLLER_PROCESSES
 
 
 def start_poller(name: str, tmp_path, **extra: str) -> subprocess.Popen:

@@ -8,9 +8,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# The marks of a module whose tests run pollers as processes: ``pytestmark = POLLER_PROCESSES``.
+POLLER_PROCESSES = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        connection.vendor != "postgresql",
+        reason="multi-process pollers need PostgreSQL (SKIP LOCKED, concurrent writers)",
+    ),
+]
 
 
 def free_port() -> int:
