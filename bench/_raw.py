@@ -1,11 +1,13 @@
-"""Shared pieces of the raw-SQL benchmarks: a scratch database and claim workers.
+"""Shared pieces of the benchmarks: a scratch database, Django on it, printed figures.
 
-Not the service: plain psycopg against a table of the jobs table's shape, to
-measure the ceiling (limits.py) and the design the bucketed key replaces (naive.py).
+The raw-SQL ones (limits.py, naive.py) are not the service: plain psycopg against
+a table of the jobs table's shape, to measure the ceiling and the design the
+bucketed key replaces; their flags and claim workers are here too.
 """
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing as mp
 import os
 import time
@@ -30,6 +32,42 @@ def scratch_database(name: str) -> str:
 def drop_database(name: str) -> None:
     with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def django_setup(url: str, **env: str) -> None:
+    """Set Django up on database ``url`` (the project folder must be on sys.path).
+
+    No connection pool and warnings-only logs; ``env`` adds settings (SENDLATER_*).
+    """
+    os.environ.update(
+        DATABASE_URL=url,
+        DJANGO_SETTINGS_MODULE="sendlater_site.settings",
+        SECRET_KEY=os.environ.get("SECRET_KEY", "bench-only"),
+        SENDLATER_DB_POOL="false",
+        LOG_LEVEL="WARNING",
+        **env,
+    )
+    import django
+
+    django.setup()
+
+
+def raw_arguments(doc: str, *, jobs: int, keep: bool = False) -> argparse.Namespace:
+    """The raw benchmarks' flags: --jobs (default ``jobs``), --shards, --workers, --batch.
+
+    ``keep`` adds --keep (keep the scratch database). Every count must be positive.
+    """
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=jobs)
+    parser.add_argument("--shards", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=1000)
+    if keep:
+        parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    args = parser.parse_args()
+    if min(args.jobs, args.shards, args.workers, args.batch) < 1:
+        parser.error("--jobs, --shards, --workers and --batch must be positive")
+    return args
 
 
 def due_rows(n: int, shards: int, bucket: datetime) -> list[tuple]:

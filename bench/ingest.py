@@ -13,7 +13,6 @@ its figures prefixed ``rest_``. Both databases are dropped at the end.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import time
@@ -23,24 +22,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from _raw import ADMIN_URL, drop_database, say, scratch_database  # noqa: E402
+from _raw import ADMIN_URL, django_setup, drop_database, say, scratch_database  # noqa: E402
 
 DB = "sendlater_bench_scale_ingest"
 REST_DB = "sendlater_bench_scale_api"
 
 
 def service(jobs: int, batch: int) -> None:
-    url = scratch_database(DB)
-    os.environ.update(
-        DATABASE_URL=url,
-        DJANGO_SETTINGS_MODULE="sendlater_site.settings",
-        SECRET_KEY=os.environ.get("SECRET_KEY", "bench-only"),
-        SENDLATER_DB_POOL="false",
-        LOG_LEVEL="WARNING",
-    )
-    import django
-
-    django.setup()
+    django_setup(scratch_database(DB))
     from django.core.management import call_command
 
     from scheduling.clock import db_now

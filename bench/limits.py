@@ -11,7 +11,6 @@ them done. The service's burst figure (bench/burst.py) is read as a ratio to
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -19,7 +18,16 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _raw import copy_rows, drop_database, due_rows, past_bucket, run_workers, say, scratch_database
+from _raw import (
+    copy_rows,
+    drop_database,
+    due_rows,
+    past_bucket,
+    raw_arguments,
+    run_workers,
+    say,
+    scratch_database,
+)
 
 DB = "sendlater_bench_scale_limits"
 SCHEMA = """
@@ -69,15 +77,7 @@ def reset(url: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=1_000_000)
-    parser.add_argument("--shards", type=int, default=64)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--batch", type=int, default=1000)
-    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
-    args = parser.parse_args()
-    if min(args.jobs, args.shards, args.workers, args.batch) < 1:
-        parser.error("--jobs, --shards, --workers and --batch must be positive")
+    args = raw_arguments(__doc__, jobs=1_000_000, keep=True)
     url = scratch_database(DB)
     try:
         with psycopg.connect(url, autocommit=True) as conn:

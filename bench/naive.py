@@ -11,14 +11,22 @@ Both figures print side by side, measured in the same run.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _raw import copy_rows, drop_database, due_rows, past_bucket, run_workers, say, scratch_database
+from _raw import (
+    copy_rows,
+    drop_database,
+    due_rows,
+    past_bucket,
+    raw_arguments,
+    run_workers,
+    say,
+    scratch_database,
+)
 from limits import SCHEMA as BUCKETED_SCHEMA
 from limits import measure_claims
 
@@ -53,14 +61,7 @@ def naive_worker(url: str, name: str, batch: int) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=200_000)
-    parser.add_argument("--shards", type=int, default=64)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--batch", type=int, default=1000)
-    args = parser.parse_args()
-    if min(args.jobs, args.shards, args.workers, args.batch) < 1:
-        parser.error("--jobs, --shards, --workers and --batch must be positive")
+    args = raw_arguments(__doc__, jobs=200_000)
     url = scratch_database(DB)
     try:
         with psycopg.connect(url, autocommit=True) as conn:

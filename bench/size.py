@@ -22,7 +22,6 @@ The database is dropped at the end (``--keep`` keeps it).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from datetime import timedelta
@@ -31,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from _raw import drop_database, say, scratch_database  # noqa: E402
+from _raw import django_setup, drop_database, say, scratch_database  # noqa: E402
 
 DB = "sendlater_bench_scale_size"
 SHARDS = 64
@@ -126,20 +125,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
-    url = scratch_database(DB)
-    os.environ.update(
-        DATABASE_URL=url,
-        DJANGO_SETTINGS_MODULE="sendlater_site.settings",
-        SECRET_KEY=os.environ.get("SECRET_KEY", "bench-only"),
-        SENDLATER_DB_POOL="false",
+    django_setup(
+        scratch_database(DB),
         SENDLATER_DEFAULT_SHARDS=str(SHARDS),
         SENDLATER_PARTITION_CHECK_SECONDS="0",  # partitions are made below
         SENDLATER_PRUNE_SECONDS="0",
-        LOG_LEVEL="WARNING",
     )
-    import django
-
-    django.setup()
     from django.core.management import call_command
     from django.db import connections
 
