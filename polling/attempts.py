@@ -1,8 +1,9 @@
 """Delivery attempts: one row per try, written with the batch's write-back.
 
-One multi-row INSERT per batch (chunked under SQLite's parameter limit), from
-tuples, in the write-back's transaction, for the rows the fenced write-back
-actually changed: a poller that lost its lease records nothing.
+One COPY per batch on PostgreSQL (a multi-row INSERT, chunked under SQLite's
+parameter limit, elsewhere), from tuples, in the write-back's transaction, for
+the rows the fenced write-back actually changed: a poller that lost its lease
+records nothing.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from uuid import UUID
 
 from polling.claims import Result
 from polling.dispatch.base import ClaimedJob, Outcome
-from polling.sqlutil import dt, rowcount, uid, values_rows
+from polling.sqlutil import dt, is_postgres, rowcount, uid, values_rows
+from scheduling.dbcopy import copy_rows
 
-INSERT_SQL = """
-INSERT INTO scheduling_deliveryattempt
-    (job_id, attempt, started_at, duration_ms, result, status_code, error, poller)
-VALUES {rows}
-"""
+COLUMNS = "job_id, attempt, started_at, duration_ms, result, status_code, error, poller"
+COPY_SQL = f"COPY scheduling_deliveryattempt ({COLUMNS}) FROM STDIN"
+
+INSERT_SQL = f"INSERT INTO scheduling_deliveryattempt ({COLUMNS}) VALUES {{rows}}"  # noqa: S608
 _CHUNK_ROWS = 2000
 _ERROR_CHARS = 300
 # Write-back status -> what the attempt came to.
@@ -59,6 +60,8 @@ def attempts_record(
                 poller,
             )
         )
+    if is_postgres():
+        return copy_rows(COPY_SQL, rows)
     for start in range(0, len(rows), _CHUNK_ROWS):
         chunk = rows[start : start + _CHUNK_ROWS]
         placeholders, params = values_rows(chunk)

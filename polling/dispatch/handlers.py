@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Sequence
@@ -35,21 +36,34 @@ class HandlerSink:
         )
 
     def deliver(self, jobs: Sequence[ClaimedJob]) -> list[Outcome]:
+        """Outcomes in the order of ``jobs``.
+
+        ``concurrency`` workers each take the next job not yet taken until none is
+        left: a slow handler holds up one worker, not a fixed share of the batch,
+        and a batch costs ``concurrency`` pool tasks, not one per job (with fast
+        handlers the per-job future was most of the cost).
+        """
         if self._pool is None or len(jobs) <= 1:
             return [self._deliver_one(job) for job in jobs]
-        return list(self._pool.map(self._deliver_in_thread, jobs))
+        outcomes: list[Outcome | None] = [None] * len(jobs)
+        taken = itertools.count()  # next() on a count is atomic: each index goes once
+
+        def work() -> None:
+            try:
+                while (i := next(taken)) < len(jobs):
+                    outcomes[i] = self._deliver_one(jobs[i])
+            finally:
+                # A handler may use the ORM from a pool thread: hand its connection back.
+                close_old_connections()
+
+        workers = [self._pool.submit(work) for _ in range(min(self._concurrency, len(jobs)))]
+        for worker in workers:
+            worker.result()
+        return outcomes  # type: ignore[return-value]  # every index was filled
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
-
-    @staticmethod
-    def _deliver_in_thread(job: ClaimedJob) -> Outcome:
-        try:
-            return HandlerSink._deliver_one(job)
-        finally:
-            # A handler may use the ORM from a pool thread: hand its connection back.
-            close_old_connections()
 
     @staticmethod
     def _deliver_one(job: ClaimedJob) -> Outcome:
