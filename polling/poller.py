@@ -22,6 +22,7 @@ from polling import claims, metrics, selectors, services
 from polling.assignment import shards_for
 from polling.attempts import attempts_record
 from polling.claims import Result
+from polling.dbtime import DB_TIME
 from polling.dispatch.base import ClaimedJob, Sink
 from polling.failpoints import failpoint
 from polling.models import PollerState
@@ -182,6 +183,7 @@ class Poller:
     def iterate(self, now: datetime | None = None) -> bool:
         """One pass over owned shards; True if a full batch was claimed (more waits)."""
         self._base = (now or self.clock(), time.monotonic())
+        DB_TIME.anchor(*self._base)  # what the sinks sign and stamp with (never early)
         self._maintain()
         if self.stopping.is_set() or not self.leases:
             return False
