@@ -22,6 +22,7 @@ from polling import claims, metrics, selectors, services
 from polling.assignment import shards_for
 from polling.attempts import attempts_record
 from polling.claims import Result
+from polling.dbtime import DB_TIME
 from polling.dispatch.base import ClaimedJob, Sink
 from polling.failpoints import failpoint
 from polling.models import PollerState
@@ -31,13 +32,17 @@ from scheduling import conf as scheduling_conf
 from scheduling import keys
 from scheduling.buckets import shard_counts_record
 from scheduling.clock import db_now, is_closed
-from scheduling.partitions import partitions_ensure
+from scheduling.partitions import partitions_ensure_step
 from scheduling.retention import retention_prune
 
 logger = logging.getLogger(__name__)
 
 SWEEP_BATCH_ROWS = 1000
 FAILURE_BACKOFF_CAP_SECONDS = 30.0
+# Partitions ahead are created a few per iteration, within a slice of the lease, so
+# a fresh database (~400 missing) never holds the loop long enough to lose a lease.
+PARTITIONS_PER_ITERATION = 8
+PARTITION_BUDGET_MAX_SECONDS = 0.5
 
 
 class Poller:
@@ -178,6 +183,7 @@ class Poller:
     def iterate(self, now: datetime | None = None) -> bool:
         """One pass over owned shards; True if a full batch was claimed (more waits)."""
         self._base = (now or self.clock(), time.monotonic())
+        DB_TIME.anchor(*self._base)  # what the sinks sign and stamp with (never early)
         self._maintain()
         if self.stopping.is_set() or not self.leases:
             return False
@@ -362,19 +368,34 @@ class Poller:
         """Partitions ahead (every SENDLATER_PARTITION_CHECK_SECONDS) and retention
         (every SENDLATER_PRUNE_SECONDS; one poller at a time, under an advisory lock).
 
-        A failure here is logged and retried next period; it never costs a lease.
+        Partitions are created nearest first, a few per iteration within a tenth
+        of the lease (each in its own short transaction that gives way to locks);
+        while some are still missing the poller comes back after a poll interval,
+        so its leases are renewed and its shards claimed in between. A failure
+        here is logged and retried next period; it never costs a lease.
         """
         mono = time.monotonic()
         every = scheduling_conf.partition_check_seconds()
         if every > 0 and mono >= self._next_partition_check:
             self._next_partition_check = mono + every
             try:
-                created = partitions_ensure(now=now)
+                report = partitions_ensure_step(
+                    now=now,
+                    max_count=PARTITIONS_PER_ITERATION,
+                    budget_seconds=min(PARTITION_BUDGET_MAX_SECONDS, self.lease_seconds / 10),
+                )
             except Exception:
                 logger.exception("poller %s: could not create partitions ahead", self.name)
             else:
-                if created:
-                    logger.info("poller %s: created partitions %s", self.name, created)
+                if report.created:
+                    logger.info(
+                        "poller %s: created partitions %s (%s still missing)",
+                        self.name,
+                        [name for name, _moved in report.created],
+                        report.remaining,
+                    )
+                if report.remaining:
+                    self._next_partition_check = mono + self.poll_interval
         every = scheduling_conf.prune_seconds()
         if every > 0 and mono >= self._next_prune:
             self._next_prune = mono + every

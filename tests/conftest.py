@@ -18,6 +18,16 @@ def _fresh_bucket_cache() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_db_time() -> Iterator[None]:
+    # A poller anchors the process-wide database clock, maybe to a test's made-up time.
+    from polling.dbtime import DB_TIME
+
+    DB_TIME.reset()
+    yield
+    DB_TIME.reset()
+
+
+@pytest.fixture(autouse=True)
 def _shard_schedule_seeded(request: pytest.FixtureRequest) -> None:
     """Give transactional tests the schedule row that migration 0002 seeds.
 

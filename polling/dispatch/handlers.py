@@ -7,10 +7,10 @@ import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 
 from django.db import close_old_connections
 
+from polling.dbtime import DB_TIME
 from polling.dispatch.base import ClaimedJob, Outcome
 from polling.renewer import PROGRESS
 from scheduling import handlers
@@ -74,7 +74,7 @@ class HandlerSink:
 
     @staticmethod
     def _call(job: ClaimedJob) -> Outcome:
-        started = datetime.now(UTC)
+        started = DB_TIME.now()
         clock = time.monotonic()
         try:
             handler = handlers.get(job.target)

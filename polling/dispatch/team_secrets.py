@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from django.utils import timezone
-
+from polling.dbtime import DB_TIME
 from scheduling.models import Team
 
 SecretsLookup = Callable[[Iterable[int]], dict[int, list[str]]]
@@ -14,7 +13,7 @@ SecretsLookup = Callable[[Iterable[int]], dict[int, list[str]]]
 def team_signing_secrets(team_ids: Iterable[int]) -> dict[int, list[str]]:
     """Map team id -> secrets to sign with: the current one, plus the previous
     one while its rotation overlap has not expired. One query for the batch."""
-    now = timezone.now()
+    now = DB_TIME.now()  # the database's clock, as the rotation's expiry was written
     secrets: dict[int, list[str]] = {}
     rows = Team.objects.filter(id__in=set(team_ids)).values_list(
         "id", "signing_secret", "previous_signing_secret", "previous_signing_secret_expires_at"

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import httpcore
 from django.conf import settings
 
+from polling.dbtime import DB_TIME
 from polling.dispatch.base import ClaimedJob, Outcome
 from polling.dispatch.guarded_network import BlockedConnect, GuardedBackend
 from polling.dispatch.hostguard import HostGuard, HostOpen
@@ -107,7 +108,7 @@ class WebhookSink:
         connect_timeout: float | None = None,
         read_timeout: float | None = None,
         guard: HostGuard | None = None,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Callable[[], datetime] = DB_TIME.now,
     ) -> None:
         self.concurrency = max(1, concurrency)
         self.secrets_for = secrets_for or team_signing_secrets
@@ -145,6 +146,8 @@ class WebhookSink:
         self.pool.close()
 
     def _deliver_one(self, job: ClaimedJob, secrets: Iterable[str]) -> Outcome:
+        # The database's clock, not this machine's: receivers check webhook-timestamp
+        # against theirs (Standard Webhooks: within 5 minutes). Durations: monotonic.
         started = self.clock()
         t0 = time.monotonic()
         host = _host_key(job.target)

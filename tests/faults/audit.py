@@ -5,7 +5,12 @@ nothing the service writes; they only copy, at the moment of each write:
 
 - ``faults_job_write``: a claimed row leaving ``claimed`` through its claimer's
   write-back (``claimed_at`` kept), with the epoch it was claimed under and the
-  write's ``now`` (``updated_at``);
+  write's ``now`` (``updated_at``). A retry whose new bucket lies in another
+  partition is, at the partition level, a DELETE from the old one and an INSERT
+  into the new one (row movement): PostgreSQL then fires the AFTER DELETE and
+  AFTER INSERT row triggers, never AFTER UPDATE. So a claimed row's DELETE is
+  kept in ``faults_job_moved_out`` and the INSERT of the same id in the same
+  transaction completes it into ``faults_job_write`` (``moved`` = true);
 - ``faults_lease``: every lease acquisition (epoch change) with its ``acquired_at``;
 - ``faults_checkpoint``: every checkpoint change, old and new, and how many
   pending or claimed rows of that shard lay in the buckets it passed, as the
@@ -17,10 +22,14 @@ from __future__ import annotations
 from django.db import connection
 
 INSTALL_SQL = """
-DROP TABLE IF EXISTS faults_job_write, faults_lease, faults_checkpoint;
+DROP TABLE IF EXISTS faults_job_write, faults_job_moved_out, faults_lease, faults_checkpoint;
 CREATE TABLE faults_job_write (
     job_id uuid, shard int, claim_owner text, claim_epoch bigint, new_status text,
-    written_at timestamptz, at timestamptz DEFAULT clock_timestamp());
+    written_at timestamptz, moved boolean DEFAULT false,
+    at timestamptz DEFAULT clock_timestamp());
+CREATE TABLE faults_job_moved_out (
+    job_id uuid, shard int, claim_owner text, claim_epoch bigint, xact xid8);
+CREATE INDEX ON faults_job_moved_out (job_id);
 CREATE TABLE faults_lease (
     shard int, epoch bigint, owner text, acquired_at timestamptz,
     at timestamptz DEFAULT clock_timestamp());
@@ -37,6 +46,30 @@ END $$ LANGUAGE plpgsql;
 CREATE TRIGGER faults_job_write_trg AFTER UPDATE ON scheduling_job FOR EACH ROW
   WHEN (OLD.status = 'claimed' AND NEW.status <> 'claimed' AND NEW.claimed_at IS NOT NULL)
   EXECUTE FUNCTION faults_job_write_fn();
+
+-- Row movement: AFTER triggers fire in the order their events were queued, so a
+-- row's DELETE (old partition) is recorded before its INSERT (new partition) looks.
+CREATE OR REPLACE FUNCTION faults_job_moved_out_fn() RETURNS trigger AS $$
+BEGIN
+  INSERT INTO faults_job_moved_out (job_id, shard, claim_owner, claim_epoch, xact)
+  VALUES (OLD.id, OLD.shard, OLD.claim_owner, OLD.claim_epoch, pg_current_xact_id());
+  RETURN NULL;
+END $$ LANGUAGE plpgsql;
+CREATE TRIGGER faults_job_moved_out_trg AFTER DELETE ON scheduling_job FOR EACH ROW
+  WHEN (OLD.status = 'claimed') EXECUTE FUNCTION faults_job_moved_out_fn();
+
+CREATE OR REPLACE FUNCTION faults_job_moved_in_fn() RETURNS trigger AS $$
+BEGIN
+  INSERT INTO faults_job_write
+    (job_id, shard, claim_owner, claim_epoch, new_status, written_at, moved)
+  SELECT o.job_id, o.shard, o.claim_owner, o.claim_epoch, NEW.status, NEW.updated_at, true
+  FROM faults_job_moved_out o WHERE o.job_id = NEW.id AND o.xact = pg_current_xact_id();
+  DELETE FROM faults_job_moved_out o WHERE o.job_id = NEW.id AND o.xact = pg_current_xact_id();
+  RETURN NULL;
+END $$ LANGUAGE plpgsql;
+CREATE TRIGGER faults_job_moved_in_trg AFTER INSERT ON scheduling_job FOR EACH ROW
+  WHEN (NEW.status <> 'claimed' AND NEW.claimed_at IS NOT NULL)
+  EXECUTE FUNCTION faults_job_moved_in_fn();
 
 CREATE OR REPLACE FUNCTION faults_lease_fn() RETURNS trigger AS $$
 BEGIN
@@ -64,10 +97,13 @@ CREATE TRIGGER faults_checkpoint_trg AFTER UPDATE ON polling_shardcheckpoint FOR
 
 UNINSTALL_SQL = """
 DROP TRIGGER IF EXISTS faults_job_write_trg ON scheduling_job;
+DROP TRIGGER IF EXISTS faults_job_moved_out_trg ON scheduling_job;
+DROP TRIGGER IF EXISTS faults_job_moved_in_trg ON scheduling_job;
 DROP TRIGGER IF EXISTS faults_lease_trg ON polling_shardlease;
 DROP TRIGGER IF EXISTS faults_checkpoint_trg ON polling_shardcheckpoint;
-DROP FUNCTION IF EXISTS faults_job_write_fn(), faults_lease_fn(), faults_checkpoint_fn();
-DROP TABLE IF EXISTS faults_job_write, faults_lease, faults_checkpoint;
+DROP FUNCTION IF EXISTS faults_job_write_fn(), faults_job_moved_out_fn(),
+    faults_job_moved_in_fn(), faults_lease_fn(), faults_checkpoint_fn();
+DROP TABLE IF EXISTS faults_job_write, faults_job_moved_out, faults_lease, faults_checkpoint;
 """
 
 

@@ -23,6 +23,8 @@ from typing import Any
 
 from django.db import connection
 
+from scheduling.clock import db_now
+from scheduling.partitions import partitions_ensure, partitions_missing
 from tests.faults.receiver import FaultReceiver
 from tests.support.procs import ROOT, child_env
 
@@ -38,6 +40,9 @@ RETRY_BASE_SECONDS = 0.5
 RETRY_CAP_SECONDS = 2.0
 MAX_ATTEMPTS = 8
 BREAKER_MAX_COOLDOWN_SECONDS = 2.0
+# A scenario lasts minutes and retries back off 2 s at most: partitions from the day
+# before to two days ahead cover every bucket it writes, even across midnight.
+PARTITION_AHEAD_DAYS = 2
 
 # The test process gets these as Django settings, the children as environment.
 SETTINGS: dict[str, Any] = {
@@ -58,6 +63,7 @@ SETTINGS: dict[str, Any] = {
     "SENDLATER_BREAKER_COOLDOWN_SECONDS": 0.5,
     "SENDLATER_BREAKER_MAX_COOLDOWN_SECONDS": BREAKER_MAX_COOLDOWN_SECONDS,
     "SENDLATER_SHUTDOWN_GRACE_SECONDS": 10,
+    "SENDLATER_PARTITION_AHEAD_DAYS": PARTITION_AHEAD_DAYS,
 }
 CHILD_ENV = {
     **{name: str(value) for name, value in SETTINGS.items()},
@@ -121,6 +127,17 @@ class Cluster:
         self.pollers[name] = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
         )
+
+    def partition_ddl_by_pollers(self) -> list[str]:
+        """Log lines in which a poller created partitions (the harness made them all)."""
+        found = []
+        for name in self.pollers:
+            log = self.tmp / f"{name}.log"
+            if log.exists():
+                found += [
+                    line for line in log.read_text().splitlines() if "created partitions" in line
+                ]
+        return found
 
     def wait_ready(self, timeout: float = 30) -> None:
         """gunicorn answers, every poller has registered and the shards are owned."""
@@ -242,6 +259,17 @@ class Cluster:
     @staticmethod
     def fault_end(window: FaultWindow) -> None:
         window.end = time.time()
+
+
+def partitions_precreate() -> None:
+    """Create, before any poller starts, every partition the scenario's pollers would
+    want (the day before to ``PARTITION_AHEAD_DAYS`` ahead), so none of them spends
+    a scenario creating partitions or racing another poller for the DDL lock."""
+    now = db_now()
+    days = PARTITION_AHEAD_DAYS + 1  # a day more: a run may cross midnight (UTC)
+    partitions_ensure(now=now, days=days)
+    missing = partitions_missing(now=now, days=days)
+    assert not missing, f"partitions still missing: {missing}"
 
 
 def sql(query: str, params: Any = ()) -> list[tuple]:

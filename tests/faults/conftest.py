@@ -18,7 +18,7 @@ from django.db import connection
 from scheduling.models import ShardCountSchedule, Team
 from scheduling.teams import api_key_create
 from tests.faults.audit import audit_install, audit_uninstall
-from tests.faults.cluster import SETTINGS, Cluster
+from tests.faults.cluster import SETTINGS, Cluster, partitions_precreate
 from tests.faults.invariants import Report
 from tests.faults.receiver import FaultReceiver
 
@@ -94,6 +94,7 @@ def make_cluster(transactional_db, settings, tmp_path) -> Iterator[Callable[...,
         cluster.receiver.port = cluster.api_port + 50
         cluster.receiver.up()
         made.append(cluster)
+        partitions_precreate()
         for i in range(pollers):
             name = f"p{i}"
             cluster.start_poller(

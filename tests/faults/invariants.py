@@ -160,13 +160,21 @@ def _duplicates(
 
 
 def _fencing(report: Report) -> None:
-    """I3: no write-back of epoch e applied after a newer epoch of its shard began."""
-    (stale,) = sql(
-        "SELECT count(*) FROM faults_job_write w WHERE EXISTS (SELECT 1 FROM faults_lease l"
-        " WHERE l.shard = w.shard AND l.epoch > w.claim_epoch AND l.acquired_at < w.written_at)"
+    """I3: no write-back of epoch e applied after a newer epoch of its shard began.
+
+    ``faults_job_write`` holds in-partition write-backs (UPDATE) and retries that
+    moved their row to another partition (DELETE + INSERT, ``moved``) alike.
+    """
+    (stale, stale_moved) = sql(
+        "SELECT count(*), count(*) FILTER (WHERE w.moved) FROM faults_job_write w"
+        " WHERE EXISTS (SELECT 1 FROM faults_lease l WHERE l.shard = w.shard"
+        " AND l.epoch > w.claim_epoch AND l.acquired_at < w.written_at)"
     )[0]
     if stale:
-        report.fail(f"I3: {stale} write-backs applied under a superseded epoch")
+        report.fail(
+            f"I3: {stale} write-backs applied under a superseded epoch"
+            f" ({stale_moved} of them retries moved to another partition)"
+        )
 
 
 def _checkpoints(report: Report) -> None:

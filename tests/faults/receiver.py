@@ -26,7 +26,7 @@ class Receipt:
     attempt: int
     at: float  # unix seconds, this machine's clock (the database's too: same host)
     status: int
-    timestamp_header: int  # webhook-timestamp as sent (the sender's wall clock)
+    timestamp_header: int  # webhook-timestamp as sent (the database clock, via the poller)
     due_at: float  # the due time this attempt was claimed for (a retry's is later)
 
 

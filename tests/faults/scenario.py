@@ -46,6 +46,8 @@ def run(
         if racing:
             racer.__exit__()
     cluster.drain(DRAIN_TIMEOUT_SECONDS)
+    ddl = cluster.partition_ddl_by_pollers()
+    assert not ddl, f"pollers created partitions during the scenario: {ddl[:3]}"
     report = check(
         cluster,
         f"{name} (seed {seed})",

@@ -30,9 +30,14 @@ def test_poller_clocks_skewed_by_minutes_never_fire_early(make_cluster) -> None:
     cluster = make_cluster(skew={"p0": SKEW_SECONDS, "p1": -SKEW_SECONDS})
     report = run(cluster, "clocks skewed +-5 min", seed=1, fault=lambda c: None, fault_at=0)
     assert report.early == 0
-    # The skew was real: webhook-timestamp (the sender's wall clock) shows it.
-    offsets = [r.timestamp_header - r.at for r in cluster.receiver.snapshot()]
-    assert max(offsets) > SKEW_SECONDS - 30 and min(offsets) < -SKEW_SECONDS + 30
+    # webhook-timestamp is the database's clock (receiver and database share this
+    # host), not the skewed sender's: Standard Webhooks receivers (±5 min) accept it.
+    receipts = cluster.receiver.snapshot()
+    offsets = [r.timestamp_header - r.at for r in receipts]
+    assert max(abs(o) for o in offsets) < 5, (min(offsets), max(offsets))
+    # ...and both skewed pollers did deliver some of them.
+    senders = {p for (p,) in sql("SELECT DISTINCT poller FROM scheduling_deliveryattempt")}
+    assert {"p0", "p1"} <= senders, senders
 
 
 def test_fifty_concurrent_identical_submissions_make_one_job(make_cluster) -> None:

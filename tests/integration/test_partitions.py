@@ -9,19 +9,25 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 
 from polling import claims, sqlutil
+from polling.poller import PARTITIONS_PER_ITERATION, Poller
 from scheduling import keys
 from scheduling.clock import db_now, open_bucket
 from scheduling.jobinsert import jobs_insert
 from scheduling.models import DeliveryAttempt, IdempotencyKey, Job, JobStatus, TaskRun
 from scheduling.partitions import (
+    DDL_LOCK_KEY,
     DEFAULT,
+    PartitionBusy,
     bounds_of,
+    name_of,
     partition_create,
     partitions_ensure,
+    partitions_ensure_step,
     partitions_list,
+    partitions_missing,
 )
 from scheduling.retention import retention_prune
 from scheduling.services import job_schedule_many
@@ -194,3 +200,97 @@ def test_a_batch_costs_the_same_statements_whatever_its_size(team, jobs) -> None
     assert len(work) == 3, work  # claim, write-back, attempts INSERT
     assert work[0].lstrip().startswith("UPDATE scheduling_job SET status = 'claimed'")
     assert Job.objects.filter(shard=shard, status="delivered").count() == in_shard
+
+
+def _drop_partitions_not_in(kept: set[str]) -> None:
+    """Detach and drop the dated partitions a test created, one transaction each."""
+    for part in partitions_list():
+        if part.is_default or part.name in kept:
+            continue
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE scheduling_job DETACH PARTITION {part.name}")
+            cursor.execute(f"DROP TABLE {part.name}")
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_poller_on_a_fresh_database_keeps_its_leases_while_it_creates_the_horizon(
+    settings,
+) -> None:
+    """~400 missing partitions (the default horizon) are created a few per iteration,
+    nearest first: no iteration holds the loop past a third of the lease, the leases
+    keep their epochs throughout, and the whole horizon exists in the end."""
+    from tests.support.pollers import RecordingSink
+
+    settings.SENDLATER_LEASE_SECONDS = 3
+    settings.SENDLATER_PARTITION_AHEAD_DAYS = settings.SENDLATER_MAX_HORIZON_DAYS + 2
+    kept = {p.name for p in partitions_list()}
+    # A stretch of time no other test has partitions in: the database is fresh there.
+    skew = timedelta(days=365 * 30)
+
+    def clock():
+        return db_now() + skew
+
+    poller = Poller(
+        name="fresh", sink=RecordingSink(), batch_size=100, poll_interval=0.05,
+        sweep_every=3600, host="test", pid=1, clock=clock,
+    )  # fmt: skip
+    try:
+        poller.start()
+        horizon = settings.SENDLATER_PARTITION_AHEAD_DAYS
+        assert len(partitions_missing(now=clock(), days=horizon)) > 400
+        durations, epochs = [], None
+        for _ in range(400):
+            t0 = time.monotonic()
+            assert poller.step() is False
+            durations.append(time.monotonic() - t0)
+            epochs = epochs or dict(poller.leases)
+            assert poller.leases == epochs and len(epochs) == settings.SENDLATER_DEFAULT_SHARDS
+            if not partitions_missing(now=clock(), days=horizon):
+                break
+            time.sleep(poller.poll_interval)
+        assert not partitions_missing(now=clock(), days=horizon)
+        assert max(durations) < settings.SENDLATER_LEASE_SECONDS / 3, max(durations)
+        assert len(durations) > 400 // PARTITIONS_PER_ITERATION
+    finally:
+        _drop_partitions_not_in(kept)
+
+
+@postgres_only
+def test_missing_partitions_come_nearest_first() -> None:
+    now = db_now() + timedelta(days=365 * 30)
+    current, _ = bounds_of(now)
+    missing = partitions_missing(now=now, days=3)
+    day = timedelta(days=1)
+    assert missing == [current, current + day, current - day, current + 2 * day, current + 3 * day]
+
+
+@postgres_only
+@pytest.mark.parametrize("held", ["default partition", "ddl advisory lock"])
+def test_partition_ddl_gives_way_to_a_held_lock_and_is_retried(held) -> None:
+    """Queued behind a reader of the DEFAULT partition (or another creator), the DDL
+    waits at most its lock_timeout, then rolls back and says so; later it succeeds."""
+    import psycopg
+
+    from tests.support.procs import test_database_url
+
+    now = db_now() + timedelta(days=365 * 30)
+    start, end = bounds_of(now)
+    with psycopg.connect(test_database_url()) as other:
+        if held == "default partition":
+            other.execute(f"LOCK TABLE {DEFAULT} IN ACCESS SHARE MODE")
+        else:
+            other.execute("SELECT pg_advisory_xact_lock(%s)", [DDL_LOCK_KEY])
+        t0 = time.monotonic()
+        with pytest.raises(PartitionBusy):
+            partition_create(start, end, lock_timeout_ms=200)
+        assert time.monotonic() - t0 < 2
+        report = partitions_ensure_step(now=now, days=1)
+        assert report.busy and report.remaining == 3 and report.created == []
+        other.rollback()
+    report = partitions_ensure_step(now=now, days=1, max_count=2)
+    assert report.created and not report.busy and report.remaining == 1
+    assert [name for name, _ in report.created] == [name_of(start), name_of(end)]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('lock_timeout')")
+        assert cursor.fetchone()[0] == "0"  # the caller's setting is left as it was

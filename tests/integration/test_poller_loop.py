@@ -59,7 +59,10 @@ def test_catch_up_after_two_hours_delivers_oldest_first(team) -> None:
     assert set(ShardCheckpoint.objects.values_list("last_drained", flat=True)) == {last_closed}
 
 
-def test_empty_catch_up_takes_a_handful_of_queries_whatever_the_gap() -> None:
+def test_empty_catch_up_takes_a_handful_of_queries_whatever_the_gap(settings) -> None:
+    # Partitions ahead are created a few per iteration until the horizon exists:
+    # storage, not the catch-up this counts.
+    settings.SENDLATER_PARTITION_CHECK_SECONDS = 0
     base = future_base()
     counts = []
     for gap in (timedelta(minutes=2), timedelta(hours=2)):
@@ -281,3 +284,42 @@ def test_buckets_are_read_with_their_own_shard_count_across_a_cutover(team) -> N
     assert ShardLease.objects.count() == 64
     last_closed = keys.bucket_of(later, 60) - W
     assert set(ShardCheckpoint.objects.values_list("last_drained", flat=True)) == {last_closed}
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite's clock is the machine's")
+def test_a_poller_whose_machine_clock_is_5_minutes_fast_stamps_with_the_database_clock(
+    team,
+) -> None:
+    """What a sink stamps (webhook-timestamp, an attempt's started_at) is the
+    database's time the poller read this iteration, not the skewed wall clock."""
+    import time_machine
+
+    from polling.dbtime import DB_TIME
+    from polling.dispatch.handlers import HandlerSink
+    from scheduling.clock import db_now
+    from scheduling.models import DeliveryAttempt
+
+    seen = []
+
+    class Stamping(HandlerSink):
+        def deliver(self, jobs):
+            seen.append((DB_TIME.now(), db_now()))
+            return super().deliver(jobs)
+
+    [(job, _)] = job_schedule_many(team=team, specs=[job_spec(in_seconds=-1)])
+    poller = poller_build(sink=Stamping(concurrency=2))
+    skew = timedelta(minutes=5)
+    with time_machine.travel(db_now() + skew, tick=True):
+        from datetime import UTC, datetime
+
+        assert datetime.now(UTC) - db_now() > skew - timedelta(seconds=5)  # the skew is real
+        for _ in range(3):
+            poller.iterate()
+            if seen:
+                break
+    poller.sink.close()
+    [(stamped, database)] = seen
+    assert abs((stamped - database).total_seconds()) < 2
+    attempt = DeliveryAttempt.objects.get(job_id=job.id)
+    assert attempt.result == "delivered"
+    assert abs((attempt.started_at - database).total_seconds()) < 2

@@ -193,3 +193,24 @@ def test_retry_after_parsing() -> None:
         retry_after_seconds((now - timedelta(hours=1)).strftime("%a, %d %b %Y %H:%M:%S GMT"), now)
         == 0
     )
+
+
+@pytest.mark.django_db
+def test_webhook_timestamp_and_started_at_come_from_the_database_clock(allow_loopback) -> None:
+    """A poller anchors DB_TIME to the database's now each iteration; the sink signs
+    with it, so a machine clock 10 minutes off (here: the database 10 minutes behind
+    it) never reaches the receiver's ±5-minute check."""
+    from polling.dbtime import DB_TIME
+
+    db_reading = datetime.now(UTC) - timedelta(minutes=10)
+    DB_TIME.anchor(db_reading)
+    with running_receiver() as rx:
+        sink = make_sink()
+        [outcome] = sink.deliver([claimed(rx.url("/ok"))])
+        sink.close()
+    [request] = rx.requests
+    sent = int(request.headers["webhook-timestamp"])
+    assert abs(sent - db_reading.timestamp()) < 3, sent - db_reading.timestamp()
+    assert outcome.started_at is not None
+    assert abs((outcome.started_at - db_reading).total_seconds()) < 3
+    assert 0 <= outcome.duration_seconds < 3  # monotonic, whatever the offset

@@ -1,0 +1,91 @@
+"""The fault suite's own audit trail: does it see every fenced write-back?
+
+Not a scenario (no cluster): the write-back statements run in this process
+against the partitioned jobs table with the audit triggers installed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from polling import claims, services
+from polling.writeback import Result, write_back
+from scheduling import keys
+from scheduling.clock import db_now
+from scheduling.jobinsert import jobs_insert
+from scheduling.models import Job, JobStatus
+from scheduling.partitions import bounds_of, name_of, partitions_ensure
+from tests.faults.audit import audit_install, audit_uninstall
+from tests.faults.cluster import sql
+from tests.faults.invariants import Report, _fencing
+
+SHARD = 5
+
+
+@pytest.fixture
+def audited(transactional_db) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    audit_install()
+    yield
+    audit_uninstall()
+
+
+def _claimed(team, bucket, *, owner: str, epoch: int, now) -> Job:
+    job = Job(
+        id=uuid.uuid4(), team=team, due_at=bucket, bucket=bucket, shard=SHARD,
+        status=JobStatus.CLAIMED, target_kind="handler", target="noop", created_at=now,
+        updated_at=now, attempts=1,
+    )  # fmt: skip
+    jobs_insert([job])  # a new job's columns only: the claim is set as the claim sets it
+    Job.objects.filter(id=job.id, bucket=bucket).update(
+        status=JobStatus.CLAIMED, claim_owner=owner, claim_epoch=epoch, claimed_at=now
+    )
+    return job
+
+
+def test_a_retry_moved_to_another_partition_is_audited_and_checked_by_i3(audited, team) -> None:
+    """A retry into the next day's partition is a DELETE + INSERT at the partition
+    level (no AFTER UPDATE fires): the audit still records it, with the epoch it
+    was claimed under, and I3 flags it when a newer epoch began before it."""
+    now = db_now()
+    partitions_ensure(now=now, days=2)
+    services.shard_rows_ensure(shard_count=64)
+    [(shard, epoch)] = claims.lease_acquire(
+        owner="p0", shards={SHARD}, now=now, until=now + timedelta(minutes=5)
+    ).items()
+    _start, end = bounds_of(now)
+    last_today, tomorrow = end - timedelta(seconds=60), end + timedelta(seconds=60)
+    moved = _claimed(team, last_today, owner="p0", epoch=epoch, now=now)
+    stayed = _claimed(team, last_today, owner="p0", epoch=epoch, now=now)
+    results = [
+        Result(moved.id, "pending", tomorrow, tomorrow, keys.shard_of(moved.id, 64), "boom",
+               from_bucket=last_today),
+        Result(stayed.id, "delivered", last_today, last_today, SHARD),
+    ]  # fmt: skip
+    assert write_back(owner="p0", results=results, now=now) == {moved.id, stayed.id}
+    where = dict(sql("SELECT id, tableoid::regclass::text FROM scheduling_job"))
+    assert where[moved.id] == name_of(end) and where[stayed.id] == name_of(_start)
+
+    rows = sql("SELECT job_id, shard, claim_epoch, new_status, moved FROM faults_job_write")
+    assert sorted(rows, key=lambda r: r[4]) == [
+        (stayed.id, SHARD, epoch, "delivered", False),
+        (moved.id, SHARD, epoch, "pending", True),
+    ]
+    assert sql("SELECT count(*) FROM faults_job_moved_out")[0][0] == 0  # paired, cleared
+
+    report = Report("audit")
+    _fencing(report)
+    assert report.violations == []
+    # Had a newer epoch of the shard begun before those writes, I3 sees both.
+    sql(
+        "INSERT INTO faults_lease (shard, epoch, owner, acquired_at) VALUES (%s, %s, 'p1', %s)",
+        [shard, epoch + 1, now - timedelta(seconds=1)],
+    )
+    _fencing(report)
+    assert report.violations == [
+        "I3: 2 write-backs applied under a superseded epoch"
+        " (1 of them retries moved to another partition)"
+    ]
