@@ -8,11 +8,17 @@ result kinds, shard indices; never job ids or URLs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING
+from uuid import UUID
 
 from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from polling.writeback import Result
 
 DELIVERIES = Counter(
     "sendlater_deliveries_total",
@@ -83,3 +89,21 @@ class ShardLagCollector(Collector):
             labels=["shard"],
         )
         return lag, backlog, oldest
+
+
+def outcomes_export(results: Iterable[Result], written: Collection[UUID], now: datetime) -> None:
+    """Export what a write-back recorded: outcomes by result, delivery latency.
+
+    One counter increment per result kind, not per job; one latency observation
+    per delivered job.
+    """
+    counts: dict[str, int] = {}
+    for result in results:
+        if result.job_id not in written:
+            continue
+        kind = "retry" if result.status == "pending" else result.status
+        counts[kind] = counts.get(kind, 0) + 1
+        if kind == "delivered":
+            DELIVERY_LATENCY.observe(max(0.0, (now - result.due_at).total_seconds()))
+    for kind, count in counts.items():
+        DELIVERIES.labels(kind).inc(count)

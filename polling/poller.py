@@ -14,35 +14,27 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from uuid import UUID
 
 from django.db import connection, transaction
 
 from polling import claims, metrics, selectors, services
 from polling.assignment import shards_for
 from polling.attempts import attempts_record
-from polling.claims import Result
 from polling.dbtime import DB_TIME
 from polling.dispatch.base import ClaimedJob, Sink
 from polling.failpoints import failpoint
 from polling.models import PollerState
 from polling.renewer import PROGRESS, LeaseRenewer
 from polling.retries import results_build
+from polling.sweeper import sweep_stranded
+from polling.upkeep import StorageUpkeep
 from scheduling import conf as scheduling_conf
 from scheduling import keys
-from scheduling.buckets import shard_counts_record
 from scheduling.clock import db_now, is_closed
-from scheduling.partitions import partitions_ensure_step
-from scheduling.retention import retention_prune
 
 logger = logging.getLogger(__name__)
 
-SWEEP_BATCH_ROWS = 1000
 FAILURE_BACKOFF_CAP_SECONDS = 30.0
-# Partitions ahead are created a few per iteration, within a slice of the lease, so
-# a fresh database (~400 missing) never holds the loop long enough to lose a lease.
-PARTITIONS_PER_ITERATION = 8
-PARTITION_BUDGET_MAX_SECONDS = 0.5
 
 
 class Poller:
@@ -76,8 +68,9 @@ class Poller:
         self._known_shards = 0
         self._next_maintenance: datetime | None = None
         self._next_sweep = 0.0
-        self._next_partition_check = 0.0
-        self._next_prune = 0.0
+        self.upkeep = StorageUpkeep(
+            owner=name, lease_seconds=self.lease_seconds, poll_interval=poll_interval
+        )
         self._standby_warned = False
         self._stranded = False
         self._base: tuple[datetime, float] | None = None
@@ -188,10 +181,10 @@ class Poller:
         if self.stopping.is_set() or not self.leases:
             return False
         now = self._now()
-        self._storage_maintenance(now)
+        self.upkeep.run(now)
         if time.monotonic() >= self._next_sweep:
             self._next_sweep = time.monotonic() + self.sweep_every
-            self._sweep(now)
+            sweep_stranded(owner=self.name, now=now, width=self.width)
         open_bucket = keys.bucket_of(now, self.width)
         step = timedelta(seconds=self.width)
         last_closed = open_bucket - step if is_closed(open_bucket - step, now) else None
@@ -258,7 +251,7 @@ class Poller:
                 poller=self.name,
                 now=now,
             )
-        _count_outcomes(results, written, now)
+        metrics.outcomes_export(results, written, now)
         if len(written) < len(results):
             metrics.FENCED_REJECTED.inc(len(results) - len(written))
             metrics.LEASES_LOST.inc()
@@ -361,87 +354,6 @@ class Poller:
                 self._known_shards,
             )
         self._standby_warned = standby
-
-    # --- storage ---------------------------------------------------------------------
-
-    def _storage_maintenance(self, now: datetime) -> None:
-        """Partitions ahead (every SENDLATER_PARTITION_CHECK_SECONDS) and retention
-        (every SENDLATER_PRUNE_SECONDS; one poller at a time, under an advisory lock).
-
-        Partitions are created nearest first, a few per iteration within a tenth
-        of the lease (each in its own short transaction that gives way to locks);
-        while some are still missing the poller comes back after a poll interval,
-        so its leases are renewed and its shards claimed in between. A failure
-        here is logged and retried next period; it never costs a lease.
-        """
-        mono = time.monotonic()
-        every = scheduling_conf.partition_check_seconds()
-        if every > 0 and mono >= self._next_partition_check:
-            self._next_partition_check = mono + every
-            try:
-                report = partitions_ensure_step(
-                    now=now,
-                    max_count=PARTITIONS_PER_ITERATION,
-                    budget_seconds=min(PARTITION_BUDGET_MAX_SECONDS, self.lease_seconds / 10),
-                )
-            except Exception:
-                logger.exception("poller %s: could not create partitions ahead", self.name)
-            else:
-                if report.created:
-                    logger.info(
-                        "poller %s: created partitions %s (%s still missing)",
-                        self.name,
-                        [name for name, _moved in report.created],
-                        report.remaining,
-                    )
-                if report.remaining:
-                    self._next_partition_check = mono + self.poll_interval
-        every = scheduling_conf.prune_seconds()
-        if every > 0 and mono >= self._next_prune:
-            self._next_prune = mono + every
-            try:
-                report = retention_prune(now=now)
-            except Exception:
-                logger.exception("poller %s: retention failed", self.name)
-            else:
-                if report.dropped or report.deleted:
-                    logger.info("poller %s: retention %s", self.name, report)
-
-    # --- sweep ----------------------------------------------------------------------
-
-    def _sweep(self, now: datetime) -> None:
-        """Move pending rows stranded behind my shards' checkpoints to the open bucket."""
-        stranded = claims.sweep_find(owner=self.name, now=now, limit=SWEEP_BATCH_ROWS)
-        if not stranded:
-            return
-        open_bucket = keys.bucket_of(now, self.width)
-        with transaction.atomic():
-            count = shard_counts_record([open_bucket])[open_bucket]
-            moves = [
-                (job_id, bucket, shard, epoch, open_bucket, keys.shard_of(job_id, count))
-                for job_id, shard, bucket, epoch in stranded
-            ]
-            moved = claims.sweep_move(owner=self.name, moves=moves, now=now)
-        # SQLite reports -1 rows for a statement that starts with WITH.
-        metrics.SWEEP_MOVED.inc(max(moved, 0))
-        logger.warning(
-            "poller %s: swept %s late-written rows into bucket %s",
-            self.name,
-            moved,
-            open_bucket.isoformat(),
-        )
-
-
-def _count_outcomes(results: list[Result], written: set[UUID], now: datetime) -> None:
-    """Export what the write-back recorded: outcomes by result, delivery latency."""
-    outcome = {"pending": "retry"}
-    for result in results:
-        if result.job_id not in written:
-            continue
-        kind = outcome.get(result.status, result.status)
-        metrics.DELIVERIES.labels(kind).inc()
-        if kind == "delivered":
-            metrics.DELIVERY_LATENCY.observe(max(0.0, (now - result.due_at).total_seconds()))
 
 
 def _reset_broken_connection() -> None:

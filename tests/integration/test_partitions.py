@@ -12,7 +12,8 @@ from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
 
 from polling import claims, sqlutil
-from polling.poller import PARTITIONS_PER_ITERATION, Poller
+from polling.poller import Poller
+from polling.upkeep import PARTITIONS_PER_ITERATION
 from scheduling import keys
 from scheduling.clock import db_now, open_bucket
 from scheduling.jobinsert import jobs_insert
