@@ -22,6 +22,7 @@ from polling.sqlutil import (
     dt,
     fetch_all,
     floor,
+    is_postgres,
     placeholders,
     retry_serialization,
     rowcount,
@@ -166,17 +167,25 @@ CLAIM_SQL = (
     """
 UPDATE scheduling_job SET status = 'claimed', claim_owner = %s, claim_epoch = %s,
     claimed_at = %s, updated_at = %s, attempts = attempts + 1
-WHERE bucket = %s AND id IN (
+WHERE bucket = %s AND id {in_chosen}(
     SELECT j.id FROM scheduling_job j
     WHERE j.bucket = %s AND j.shard = %s AND j.status = 'pending' AND j.due_at <= %s
     ORDER BY j.due_at LIMIT %s {lock}
-) AND """
+){close} AND """
     + _FENCE.format(shard="%s", epoch="%s")
     + """
 RETURNING id, team_id, due_at, bucket, shard, attempts, target_kind, target, payload,
     metadata, expires_at
 """
 )
+# PostgreSQL: ``id = ANY(ARRAY(subquery))`` makes the chosen ids one array, probed
+# through the primary key. With ``id IN (subquery)`` the planner may hash-join the
+# chosen rows against a sequential scan of the whole partition (a day of jobs):
+# 59 ms instead of 26 ms for 1,000 of 128,000 rows, and growing with the partition.
+_CHOSEN = {
+    True: {"in_chosen": "= ANY(ARRAY", "close": ")"},
+    False: {"in_chosen": "IN ", "close": ""},
+}
 
 
 def claim(
@@ -198,7 +207,7 @@ def claim(
     (reschedule, sweep, retention) makes the lock fail with a serialization error;
     outside a transaction the statement is retried (``SERIALIZATION_RETRIES``).
     """
-    sql = CLAIM_SQL.format(lock=skip_locked())
+    sql = CLAIM_SQL.format(lock=skip_locked(), **_CHOSEN[is_postgres()])
     params = [owner, epoch, dt(now), dt(now), dt(bucket), dt(bucket), shard, dt(now), limit]
     rows = retry_serialization(sql, [*params, shard, owner, epoch, dt(now)])
     return [

@@ -221,8 +221,14 @@ class DeliveryAttempt(models.Model):
 
     # No database constraint: a foreign key to the partitioned jobs table would need
     # a unique key on (id, bucket). Django cascades deletes; retention prunes rows.
+    # No index of its own: ``deliveryattempt_job_attempt`` (job, attempt) serves lookups
+    # by job, and a second B-tree on a random UUID costs every batch's write-back.
     job = models.ForeignKey(
-        Job, on_delete=models.CASCADE, related_name="delivery_attempts", db_constraint=False
+        Job,
+        on_delete=models.CASCADE,
+        related_name="delivery_attempts",
+        db_constraint=False,
+        db_index=False,
     )
     attempt = models.PositiveIntegerField()
     started_at = models.DateTimeField()
