@@ -174,8 +174,7 @@ WHERE bucket = %s AND id {in_chosen}(
 ){close} AND """
     + _FENCE.format(shard="%s", epoch="%s")
     + """
-RETURNING id, team_id, due_at, bucket, shard, attempts, target_kind, target, payload,
-    metadata, expires_at
+RETURNING id, team_id, due_at, attempts, target_kind, target, payload, metadata, expires_at
 """
 )
 # PostgreSQL: ``id = ANY(ARRAY(subquery))`` makes the chosen ids one array, probed
@@ -210,21 +209,37 @@ def claim(
     sql = CLAIM_SQL.format(lock=skip_locked(), **_CHOSEN[is_postgres()])
     params = [owner, epoch, dt(now), dt(now), dt(bucket), dt(bucket), shard, dt(now), limit]
     rows = retry_serialization(sql, [*params, shard, owner, epoch, dt(now)])
+    if not is_postgres():  # SQLite returns text: ids, datetimes and JSON as strings
+        rows = [
+            (to_uuid(r[0]), r[1], to_dt(r[2]), r[3], r[4], r[5], r[6], r[7], to_dt(r[8]))
+            for r in rows
+        ]
+    rows.sort(key=lambda r: r[2])  # due_at: RETURNING has no order
     return [
         ClaimedJob(
-            id=to_uuid(r[0]),
-            team_id=int(r[1]),
-            due_at=to_dt(r[2]),  # type: ignore[arg-type]
-            bucket=to_dt(r[3]),  # type: ignore[arg-type]
-            shard=int(r[4]),
-            attempt=int(r[5]),
-            target_kind=str(r[6]),
-            target=str(r[7]),
-            payload=to_json(r[8]),
-            metadata=to_json(r[9]) or {},
-            expires_at=to_dt(r[10]),
+            id=job_id,
+            team_id=team_id,
+            due_at=due_at,
+            bucket=bucket,  # the claim names one (bucket, shard)
+            shard=shard,
+            attempt=attempt,
+            target_kind=target_kind,
+            target=target,
+            payload=to_json(payload),
+            metadata=to_json(metadata) or {},
+            expires_at=expires_at,
         )
-        for r in sorted(rows, key=lambda r: to_dt(r[2]))  # type: ignore[arg-type,return-value]
+        for (
+            job_id,
+            team_id,
+            due_at,
+            attempt,
+            target_kind,
+            target,
+            payload,
+            metadata,
+            expires_at,
+        ) in rows
     ]
 
 

@@ -71,13 +71,14 @@ WHERE j.bucket IN ({buckets}) AND j.shard IN ({shards}) AND j.id {ids}
 def _write_delivered(owner: str, results: Sequence[Result], now: datetime) -> list[tuple]:
     buckets = sorted({r.bucket for r in results})
     shards = sorted({r.shard for r in results})
-    ids: list = [uid(r.job_id) for r in results]
     if is_postgres():
+        ids: list = [r.job_id for r in results]
         # One array parameter: the statement's text stays the same whatever the
         # batch size (psycopg converts it once, not a 1,000-placeholder string
         # per batch), and the array is still a constant the planner probes by.
         in_ids, id_params = "= ANY(%s)", [ids]
     else:
+        ids = [uid(r.job_id) for r in results]
         in_ids, id_params = f"IN ({placeholders(len(ids))})", ids
     sql = WRITE_BACK_DELIVERED_SQL.format(
         buckets=placeholders(len(buckets)), shards=placeholders(len(shards)), ids=in_ids
