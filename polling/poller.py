@@ -242,7 +242,7 @@ class Poller:
         now = self._now()
         with transaction.atomic():
             results = results_build(jobs=live, outcomes=outcomes, expired=expired, now=now)
-            written = claims.write_back(owner=self.name, results=results, now=now)
+            written = claims.write_back(owner=self.name, results=results, now=now, epoch=epoch)
             attempts_record(
                 jobs=live + expired,
                 outcomes=outcomes,

@@ -57,20 +57,28 @@ WHERE j.bucket IN ({buckets}) AND j.id IN ({ids}) AND j.id = v.v_id
 )
 
 
-WRITE_BACK_DELIVERED_SQL = (
-    """
+WRITE_BACK_DELIVERED_SQL = """
 UPDATE scheduling_job AS j SET status = 'delivered', last_error = '', updated_at = %s,
     delivered_at = %s
 WHERE j.bucket IN ({buckets}) AND j.shard IN ({shards}) AND j.id {ids}
-  AND j.status = 'claimed' AND j.claim_owner = %s AND """
-    + _FENCE.format(shard="j.shard", epoch="j.claim_epoch")
-    + "\nRETURNING id"
-)
+  AND j.status = 'claimed' AND j.claim_owner = %s AND {fence}
+RETURNING id"""
+# Per row: the lease of the row's shard at the epoch the row was claimed with.
+_FENCE_PER_ROW = _FENCE.format(shard="j.shard", epoch="j.claim_epoch")
+# One shard, one epoch (a poller's batch): the same fence as constants, so the
+# lease is probed once for the statement instead of once per row.
+_FENCE_ONE_LEASE = "j.claim_epoch = %s AND " + _FENCE.format(shard="%s", epoch="%s")
 
 
-def _write_delivered(owner: str, results: Sequence[Result], now: datetime) -> list[tuple]:
+def _write_delivered(
+    owner: str, results: Sequence[Result], now: datetime, epoch: int | None
+) -> list[tuple]:
     buckets = sorted({r.bucket for r in results})
     shards = sorted({r.shard for r in results})
+    if epoch is not None and len(shards) == 1:
+        fence, fence_params = _FENCE_ONE_LEASE, [epoch, shards[0], owner, epoch, dt(now)]
+    else:
+        fence, fence_params = _FENCE_PER_ROW, [owner, dt(now)]
     if is_postgres():
         ids: list = [r.job_id for r in results]
         # One array parameter: the statement's text stays the same whatever the
@@ -81,13 +89,18 @@ def _write_delivered(owner: str, results: Sequence[Result], now: datetime) -> li
         ids = [uid(r.job_id) for r in results]
         in_ids, id_params = f"IN ({placeholders(len(ids))})", ids
     sql = WRITE_BACK_DELIVERED_SQL.format(
-        buckets=placeholders(len(buckets)), shards=placeholders(len(shards)), ids=in_ids
+        buckets=placeholders(len(buckets)),
+        shards=placeholders(len(shards)),
+        ids=in_ids,
+        fence=fence,
     )
     params = [dt(now), dt(now), *(dt(b) for b in buckets), *shards]
-    return fetch_all(sql, [*params, *id_params, owner, owner, dt(now)])
+    return fetch_all(sql, [*params, *id_params, owner, *fence_params])
 
 
-def write_back(*, owner: str, results: Sequence[Result], now: datetime) -> set[UUID]:
+def write_back(
+    *, owner: str, results: Sequence[Result], now: datetime, epoch: int | None = None
+) -> set[UUID]:
     """Write a batch's results; return the ids written. At most two statements.
 
     Delivered rows (the common case) are one UPDATE by id list, with no VALUES
@@ -98,6 +111,8 @@ def write_back(*, owner: str, results: Sequence[Result], now: datetime) -> set[U
 
     Fenced per row: the row is still claimed by ``owner`` at the epoch it was
     claimed with, and that lease is still ``owner``'s at that epoch and unexpired.
+    ``epoch`` (the lease a one-shard batch was claimed under) lets the delivered
+    rows' statement check that one lease once rather than per row.
     A retried row moves to its new ``(bucket, shard)``, which the caller recorded
     with ``shard_counts_record`` in the same transaction. Rows are addressed by
     ``(id, claimed bucket)`` and the claimed buckets are also listed as constants
@@ -108,7 +123,7 @@ def write_back(*, owner: str, results: Sequence[Result], now: datetime) -> set[U
     """
     delivered = [r for r in results if r.status == "delivered" and r.from_bucket is None]
     others = [r for r in results if r.status != "delivered" or r.from_bucket is not None]
-    written = _write_delivered(owner, delivered, now) if delivered else []
+    written = _write_delivered(owner, delivered, now, epoch) if delivered else []
     if others:
         written += _write_others(owner, others, now)
     return {to_uuid(job_id) for (job_id,) in written}

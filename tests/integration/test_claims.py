@@ -169,3 +169,22 @@ def test_frontier_finds_first_non_empty_bucket(team, base) -> None:
             assert first == keys.bucket_of(far, 60)
         else:
             assert first is None
+
+
+def test_write_back_with_the_batch_epoch_checks_that_lease(team, base) -> None:
+    """With ``epoch``, delivered rows are fenced on that one lease (probed once)."""
+    got, shard, _bucket, now = claimed_by_a(team, base, n=10)
+    assert got
+    epoch = ShardLease.objects.get(shard=shard).epoch
+    results = [Result(j.id, "delivered", j.due_at, j.bucket, j.shard) for j in got]
+    # An epoch that is not the rows' claim epoch writes nothing ...
+    assert claims.write_back(owner="a", results=results, now=now, epoch=epoch + 1) == set()
+    # ... another owner neither ...
+    assert claims.write_back(owner="b", results=results, now=now, epoch=epoch) == set()
+    # ... and the lease's own epoch writes them all.
+    assert claims.write_back(owner="a", results=results, now=now, epoch=epoch) == {
+        j.id for j in got
+    }
+    assert set(Job.objects.filter(id__in=[j.id for j in got]).values_list("status", flat=True)) == {
+        JobStatus.DELIVERED
+    }
