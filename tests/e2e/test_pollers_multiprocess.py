@@ -245,7 +245,9 @@ def test_sigterm_finishes_in_flight_batch_releases_leases_exits_0(procs, tmp_pat
     poller.send_signal(signal.SIGTERM)
     asked = time.monotonic()
     assert poller.wait(timeout=15) == 0
-    assert time.monotonic() - asked < 5  # the 2 s batch, then release and exit
+    # The 2 s batch, then release and exit; the bound leaves room for a loaded
+    # machine (process exit, connection close), well short of the 20 s grace.
+    assert time.monotonic() - asked < 10
     assert set(Job.objects.filter(id__in=claimed).values_list("status", flat=True)) == {"delivered"}
     assert not ShardLease.objects.filter(owner__isnull=False).exists()
     assert sql("SELECT state FROM polling_poller WHERE name = 't'") == [("stopped",)]
