@@ -56,20 +56,31 @@ def _defaults() -> dict[str, object]:
     return _DEFAULTS
 
 
-def job_build(*, team: Team, **values: object) -> Job:
-    """A new Job with ``values`` (every other field at its default), without ``__init__``.
+class JobBuilder:
+    """New Jobs of one batch, without ``Model.__init__``.
 
     ``Model.__init__`` costs ~40 us per job through its per-field descriptors, a
-    third of the bulk path's Python time; this sets the attributes directly. The
-    result behaves as a loaded row (``_state.adding`` False, ``team`` cached).
+    third of the bulk path's Python time; ``build`` copies one dict of the
+    defaults, the batch's ``common`` values and the team, and adds the job's own
+    (~1 us). The result behaves as a loaded row (``_state.adding`` False, ``team``
+    cached).
     """
-    job = Job.__new__(Job)
-    state = ModelState()
-    state.adding = False
-    state.db = "default"
-    state.fields_cache = {"team": team}
-    job.__dict__ = {**_defaults(), **values, "team_id": team.pk, "_state": state}
-    return job
+
+    def __init__(self, *, team: Team, **common: object) -> None:
+        self.team = team
+        self.template = {**_defaults(), **common, "team_id": team.pk}
+
+    def build(self, values: dict[str, object]) -> Job:
+        job = Job.__new__(Job)
+        state = ModelState()
+        state.adding = False
+        state.db = "default"
+        state.fields_cache = {"team": self.team}
+        fields = self.template.copy()
+        fields.update(values)
+        fields["_state"] = state
+        job.__dict__ = fields
+        return job
 
 
 def _jsonb(value: Any) -> bytes:

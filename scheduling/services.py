@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import uuid
 from collections import Counter
@@ -39,7 +40,7 @@ from scheduling.errors import (
 )
 from scheduling.idempotency import idempotency_record, is_key_violation
 from scheduling.idempotency import idempotency_resolve as _resolve_idempotency
-from scheduling.jobinsert import job_build, jobs_insert
+from scheduling.jobinsert import JobBuilder, jobs_insert
 from scheduling.jobrows import job_for_update, job_save_in_partition
 from scheduling.metrics import JOBS_SCHEDULED
 from scheduling.models import Job, JobStatus, TargetKind, Team
@@ -187,6 +188,12 @@ class _SpecChecker:
         return text
 
 
+def _new_ids(n: int) -> list[uuid.UUID]:
+    """``n`` random (version 4) UUIDs, as ``uuid.uuid4()`` makes them, from one urandom call."""
+    raw = os.urandom(16 * n)
+    return [uuid.UUID(bytes=raw[k : k + 16], version=4) for k in range(0, 16 * n, 16)]
+
+
 def _effective_due(job_id: uuid.UUID, due_at: datetime, window_seconds: int) -> datetime:
     return due_at + keys.spread_offset(job_id, window_seconds)
 
@@ -209,7 +216,7 @@ def _schedule_once(
     with transaction.atomic():
         replays, aliases = _resolve_idempotency(team, specs)
         fresh = [i for i in range(len(specs)) if i not in replays and i not in aliases]
-        ids = [uuid.uuid4() for _ in fresh]
+        ids = _new_ids(len(fresh))
         dues = [
             _effective_due(job_id, specs[i].due_at, specs[i].window_seconds)
             if specs[i].window_seconds
@@ -219,32 +226,30 @@ def _schedule_once(
         # The late-write rule of _place, with the open bucket computed once.
         places = [max(keys.bucket_of(due, width), opened) for due in dues]
         counts = shard_counts_record(set(places))
+        builder = JobBuilder(
+            team=team, status=JobStatus.PENDING, created_at=now, updated_at=now, expires_at=None
+        )
         created: dict[int, Job] = {}
         for i, job_id, due, place in zip(fresh, ids, dues, places, strict=True):
             spec = specs[i]
-            created[i] = job_build(
-                team=team,
-                id=job_id,
-                due_at=due,
-                bucket=place,
-                shard=keys.shard_of(job_id, counts[place]),
-                status=JobStatus.PENDING,
-                target_kind=spec.target_kind,
-                target=spec.target,
-                payload=spec.payload,
-                metadata=spec.metadata,
-                idempotency_key=spec.idempotency_key,
-                request_fingerprint=spec.fingerprint() if spec.idempotency_key else "",
-                window_seconds=spec.window_seconds,
-                expires_at=(
-                    spec.due_at + timedelta(seconds=spec.expires_after_seconds)
-                    if spec.expires_after_seconds is not None
-                    else None
-                ),
-                created_at=now,
-                updated_at=now,
-                _payload_json=texts[i] if texts is not None else None,
+            job = created[i] = builder.build(
+                {
+                    "id": job_id,
+                    "due_at": due,
+                    "bucket": place,
+                    "shard": keys.shard_of(job_id, counts[place]),
+                    "target_kind": spec.target_kind,
+                    "target": spec.target,
+                    "payload": spec.payload,
+                    "metadata": spec.metadata,
+                    "idempotency_key": spec.idempotency_key,
+                    "request_fingerprint": spec.fingerprint() if spec.idempotency_key else "",
+                    "window_seconds": spec.window_seconds,
+                    "_payload_json": texts[i] if texts is not None else None,
+                }
             )
+            if spec.expires_after_seconds is not None:
+                job.expires_at = spec.due_at + timedelta(seconds=spec.expires_after_seconds)
         idempotency_record(team, list(created.values()), now)
         jobs_insert(list(created.values()))
         transaction.on_commit(lambda: _count_scheduled(created.values()))
