@@ -29,7 +29,7 @@ def copy_rows(
     ``types`` (PostgreSQL type names, one per column) is required for binary COPY:
     the server takes each field's bytes as its column's binary form, so a type
     whose binary form is its text (``text`` for varchar) or prefixed text
-    (``bytea`` carrying ``b"\\x01" + json`` for jsonb) may stand in for the column's.
+    (``text`` carrying ``"\\x01" + json`` for jsonb) may stand in for the column's.
     """
     started = time.monotonic()
     count = 0

@@ -15,7 +15,9 @@ from scheduling.models import Job, Team
 
 INSERT_BATCH_ROWS = 1000
 # Column and the type psycopg packs it as (see copy_rows): text stands in for
-# varchar, bytea for jsonb (its binary form is a version byte and the JSON text).
+# varchar, and for jsonb too, whose binary form is a version byte (\x01) and the
+# JSON text: the str "\x01{...}" packs to exactly that, through psycopg's C
+# text dumper (its bytea dumper is Python).
 COPY_COLUMNS = (
     ("id", "uuid"),
     ("team_id", "int8"),
@@ -25,8 +27,8 @@ COPY_COLUMNS = (
     ("status", "text"),
     ("target_kind", "text"),
     ("target", "text"),
-    ("payload", "bytea"),
-    ("metadata", "bytea"),
+    ("payload", "text"),
+    ("metadata", "text"),
     ("idempotency_key", "text"),
     ("request_fingerprint", "text"),
     ("window_seconds", "int4"),
@@ -41,7 +43,7 @@ COPY_SQL = (
     " FROM STDIN (FORMAT BINARY)"
 )
 COPY_TYPES = tuple(kind for _, kind in COPY_COLUMNS)
-_JSONB_VERSION = b"\x01"
+_JSONB_VERSION = "\x01"
 
 
 _DEFAULTS: dict[str, object] | None = None
@@ -83,14 +85,14 @@ class JobBuilder:
         return job
 
 
-def _jsonb(value: Any) -> bytes:
-    return _JSONB_VERSION + json.dumps(value, separators=(",", ":")).encode()
+def _jsonb(value: Any) -> str:
+    return _JSONB_VERSION + json.dumps(value, separators=(",", ":"))
 
 
 def _rows(jobs: Sequence[Job]) -> Iterator[tuple[object, ...]]:
     # Metadata is mostly a few labels shared by a whole batch: encode each
     # distinct value once. Only str -> str maps are cached (1 == True as a key).
-    metadata_cache: dict[tuple[tuple[str, str], ...], bytes] = {}
+    metadata_cache: dict[tuple[tuple[str, str], ...], str] = {}
     for job in jobs:
         d = job.__dict__
         text = d.get("_payload_json")
@@ -111,7 +113,7 @@ def _rows(jobs: Sequence[Job]) -> Iterator[tuple[object, ...]]:
             d["status"],
             d["target_kind"],
             d["target"],
-            _JSONB_VERSION + text.encode() if text else _jsonb(d["payload"]),
+            _JSONB_VERSION + text if text else _jsonb(d["payload"]),
             encoded,
             d["idempotency_key"],
             d["request_fingerprint"],
