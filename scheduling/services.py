@@ -38,6 +38,7 @@ from scheduling.errors import (
     PayloadTooLarge,
     SchedulingError,
 )
+from scheduling.gcpause import gc_paused
 from scheduling.idempotency import idempotency_record, is_key_violation
 from scheduling.idempotency import idempotency_resolve as _resolve_idempotency
 from scheduling.jobinsert import JobBuilder, jobs_insert
@@ -289,14 +290,15 @@ def job_schedule_many(
     Validation errors name the spec: ``[17].due_at``.
     """
     now = now or db_now()
-    checker = _SpecChecker(now)
-    texts = []
-    for index, spec in enumerate(specs):
-        try:
-            texts.append(checker.check(spec))
-        except SchedulingError as error:
-            raise type(error)(error.message, field=f"[{index}].{error.field}") from error
-    return _schedule(team, specs, now, texts)
+    with gc_paused():
+        checker = _SpecChecker(now)
+        texts = []
+        for index, spec in enumerate(specs):
+            try:
+                texts.append(checker.check(spec))
+            except SchedulingError as error:
+                raise type(error)(error.message, field=f"[{index}].{error.field}") from error
+        return _schedule(team, specs, now, texts)
 
 
 def job_schedule(

@@ -29,6 +29,7 @@ from scheduling.api.serializers import (
     job_spec_from,
     target_field,
 )
+from scheduling.gcpause import gc_paused
 from scheduling.models import Team
 
 REPLAY_HEADER = "Idempotent-Replayed"
@@ -156,6 +157,10 @@ class JobBulkCreateView(TeamView):
         ],
     )
     def post(self, request: Request) -> Response:
+        with gc_paused():  # parse, validate and schedule up to 1,000 jobs
+            return self._create(request)
+
+    def _create(self, request: Request) -> Response:
         jobs = request.data.get("jobs") if isinstance(request.data, dict) else None
         _name_targets(request, jobs if isinstance(jobs, list) else [])
         items = bulk_jobs_plain(request.data)
