@@ -8,6 +8,7 @@ workers by default, its own database ``sendlater_bench_scale_api``) and prints
 its figures prefixed ``rest_``. Both databases are dropped at the end.
 
     .venv/bin/python bench/ingest.py [--jobs 200000] [--rest-jobs 100000] [--workers 2]
+        [--database NAME] [--rest-database NAME]
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ DB = "sendlater_bench_scale_ingest"
 REST_DB = "sendlater_bench_scale_api"
 
 
-def service(jobs: int, batch: int) -> None:
-    django_setup(scratch_database(DB))
+def service(jobs: int, batch: int, database: str) -> None:
+    django_setup(scratch_database(database))
     from django.core.management import call_command
 
     from scheduling.clock import db_now
@@ -63,9 +64,9 @@ def service(jobs: int, batch: int) -> None:
     say("service_ms_per_1000_jobs", 1000 * seconds / ((jobs - batch) / 1000), "ms")
 
 
-def rest(jobs: int, workers: int, port: int) -> None:
+def rest(jobs: int, workers: int, port: int, database: str) -> None:
     cmd = [sys.executable, str(ROOT / "bench" / "api_ingest.py"), "--jobs", str(jobs)]
-    cmd += ["--workers", str(workers), "--port", str(port), "--database", REST_DB]
+    cmd += ["--workers", str(workers), "--port", str(port), "--database", database]
     cmd += ["--pg", ADMIN_URL.rsplit("/", 1)[0]]
     out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
     for line in out.splitlines():
@@ -80,16 +81,18 @@ def main() -> None:
     parser.add_argument("--rest-jobs", type=int, default=100_000, help="0 skips the REST run")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (REST)")
     parser.add_argument("--port", type=int, default=8450)
+    parser.add_argument("--database", default=DB, help="scratch database (service level)")
+    parser.add_argument("--rest-database", default=REST_DB, help="scratch database (REST)")
     args = parser.parse_args()
     try:
-        service(args.jobs, args.batch)
+        service(args.jobs, args.batch, args.database)
     finally:
         from django.db import connections
 
         connections.close_all()
-        drop_database(DB)
+        drop_database(args.database)
     if args.rest_jobs:
-        rest(args.rest_jobs, args.workers, args.port)
+        rest(args.rest_jobs, args.workers, args.port, args.rest_database)
 
 
 if __name__ == "__main__":

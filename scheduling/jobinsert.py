@@ -1,10 +1,11 @@
-"""Writing new job rows in bulk: COPY on PostgreSQL (``scheduling.dbcopy``),
+"""Writing new job rows in bulk: binary COPY on PostgreSQL (``scheduling.dbcopy``),
 multi-row INSERT elsewhere."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from django.db import connection
 from django.db.models.base import ModelState
@@ -13,27 +14,36 @@ from scheduling.dbcopy import copy_rows
 from scheduling.models import Job, Team
 
 INSERT_BATCH_ROWS = 1000
+# Column and the type psycopg packs it as (see copy_rows): text stands in for
+# varchar, and for jsonb too, whose binary form is a version byte (\x01) and the
+# JSON text: the str "\x01{...}" packs to exactly that, through psycopg's C
+# text dumper (its bytea dumper is Python).
 COPY_COLUMNS = (
-    "id",
-    "team_id",
-    "due_at",
-    "bucket",
-    "shard",
-    "status",
-    "target_kind",
-    "target",
-    "payload",
-    "metadata",
-    "idempotency_key",
-    "request_fingerprint",
-    "window_seconds",
-    "expires_at",
-    "attempts",
-    "last_error",
-    "created_at",
-    "updated_at",
+    ("id", "uuid"),
+    ("team_id", "int8"),
+    ("due_at", "timestamptz"),
+    ("bucket", "timestamptz"),
+    ("shard", "int4"),
+    ("status", "text"),
+    ("target_kind", "text"),
+    ("target", "text"),
+    ("payload", "text"),
+    ("metadata", "text"),
+    ("idempotency_key", "text"),
+    ("request_fingerprint", "text"),
+    ("window_seconds", "int4"),
+    ("expires_at", "timestamptz"),
+    ("attempts", "int4"),
+    ("last_error", "text"),
+    ("created_at", "timestamptz"),
+    ("updated_at", "timestamptz"),
 )
-COPY_SQL = f"COPY scheduling_job ({', '.join(COPY_COLUMNS)}) FROM STDIN"
+COPY_SQL = (
+    f"COPY scheduling_job ({', '.join(name for name, _ in COPY_COLUMNS)})"
+    " FROM STDIN (FORMAT BINARY)"
+)
+COPY_TYPES = tuple(kind for _, kind in COPY_COLUMNS)
+_JSONB_VERSION = "\x01"
 
 
 _DEFAULTS: dict[str, object] | None = None
@@ -48,57 +58,83 @@ def _defaults() -> dict[str, object]:
     return _DEFAULTS
 
 
-def job_build(*, team: Team, **values: object) -> Job:
-    """A new Job with ``values`` (every other field at its default), without ``__init__``.
+class JobBuilder:
+    """New Jobs of one batch, without ``Model.__init__``.
 
     ``Model.__init__`` costs ~40 us per job through its per-field descriptors, a
-    third of the bulk path's Python time; this sets the attributes directly. The
-    result behaves as a loaded row (``_state.adding`` False, ``team`` cached).
+    third of the bulk path's Python time; ``build`` copies one dict of the
+    defaults, the batch's ``common`` values and the team, and adds the job's own
+    (~1 us). The result behaves as a loaded row (``_state.adding`` False, ``team``
+    cached).
     """
-    job = Job.__new__(Job)
-    job.__dict__.update(_defaults())
-    job.__dict__.update(values)
-    job.__dict__["team_id"] = team.pk
-    state = ModelState()
-    state.adding = False
-    state.db = "default"
-    state.fields_cache["team"] = team
-    job._state = state
-    return job
+
+    def __init__(self, *, team: Team, **common: object) -> None:
+        self.team = team
+        self.template = {**_defaults(), **common, "team_id": team.pk}
+
+    def build(self, values: dict[str, object]) -> Job:
+        job = Job.__new__(Job)
+        state = ModelState()
+        state.adding = False
+        state.db = "default"
+        state.fields_cache = {"team": self.team}
+        fields = self.template.copy()
+        fields.update(values)
+        fields["_state"] = state
+        job.__dict__ = fields
+        return job
 
 
-def _row(job: Job) -> tuple[object, ...]:
-    return (
-        job.id,
-        job.team_id,
-        job.due_at,
-        job.bucket,
-        job.shard,
-        job.status,
-        job.target_kind,
-        job.target,
-        job.__dict__.get("_payload_json") or json.dumps(job.payload, separators=(",", ":")),
-        json.dumps(job.metadata, separators=(",", ":")),
-        job.idempotency_key,
-        job.request_fingerprint,
-        job.window_seconds,
-        job.expires_at,
-        job.attempts,
-        job.last_error,
-        job.created_at,
-        job.updated_at,
-    )
+def _jsonb(value: Any) -> str:
+    return _JSONB_VERSION + json.dumps(value, separators=(",", ":"))
+
+
+def _rows(jobs: Sequence[Job]) -> Iterator[tuple[object, ...]]:
+    # Metadata is mostly a few labels shared by a whole batch: encode each
+    # distinct value once. Only str -> str maps are cached (1 == True as a key).
+    metadata_cache: dict[tuple[tuple[str, str], ...], str] = {}
+    for job in jobs:
+        d = job.__dict__
+        text = d.get("_payload_json")
+        metadata = d["metadata"]
+        key = tuple(metadata.items()) if type(metadata) is dict else ()
+        if key and all(type(k) is str and type(v) is str for k, v in key):
+            encoded = metadata_cache.get(key)
+            if encoded is None:
+                encoded = metadata_cache[key] = _jsonb(metadata)
+        else:
+            encoded = _jsonb(metadata)
+        yield (
+            d["id"],
+            d["team_id"],
+            d["due_at"],
+            d["bucket"],
+            d["shard"],
+            d["status"],
+            d["target_kind"],
+            d["target"],
+            _JSONB_VERSION + text if text else _jsonb(d["payload"]),
+            encoded,
+            d["idempotency_key"],
+            d["request_fingerprint"],
+            d["window_seconds"],
+            d["expires_at"],
+            d["attempts"],
+            d["last_error"],
+            d["created_at"],
+            d["updated_at"],
+        )
 
 
 def jobs_insert(jobs: Sequence[Job]) -> None:
     """Insert ``jobs`` (new, fully populated) in the caller's transaction.
 
-    PostgreSQL: one COPY for the whole batch (rows are routed to their partitions
-    by the server). SQLite: ``bulk_create`` in 1,000-row INSERTs.
+    PostgreSQL: one binary COPY for the whole batch (rows are routed to their
+    partitions by the server). SQLite: ``bulk_create`` in 1,000-row INSERTs.
     """
     if not jobs:
         return
     if connection.vendor != "postgresql":
         Job.objects.bulk_create(list(jobs), batch_size=INSERT_BATCH_ROWS)
         return
-    copy_rows(COPY_SQL, (_row(job) for job in jobs))
+    copy_rows(COPY_SQL, _rows(jobs), types=COPY_TYPES)

@@ -98,8 +98,14 @@ class Job(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # No index of its own: ``job_team_due`` (team, due_at) serves team lookups, and
-    # every index costs the bulk COPY (and each partition) another B-tree.
-    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="jobs", db_index=False)
+    # every index costs the bulk COPY (and each partition) another B-tree. No
+    # database constraint either: its deferred check ran once per row at COMMIT
+    # (~3 ms per 1,000-job batch, a tenth of the bulk path); jobs are only written
+    # by the services for a Team they were given, and PROTECT (Django's collector)
+    # still refuses to delete a team that has jobs.
+    team = models.ForeignKey(
+        Team, on_delete=models.PROTECT, related_name="jobs", db_index=False, db_constraint=False
+    )
     # The time the client asked for; ``bucket`` may be later (late writes).
     due_at = models.DateTimeField()
     bucket = models.DateTimeField()

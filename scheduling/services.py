@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import uuid
 from collections import Counter
@@ -37,14 +38,17 @@ from scheduling.errors import (
     PayloadTooLarge,
     SchedulingError,
 )
+from scheduling.gcpause import gc_paused
 from scheduling.idempotency import idempotency_record, is_key_violation
 from scheduling.idempotency import idempotency_resolve as _resolve_idempotency
-from scheduling.jobinsert import job_build, jobs_insert
+from scheduling.jobinsert import JobBuilder, jobs_insert
 from scheduling.jobrows import job_for_update, job_save_in_partition
 from scheduling.metrics import JOBS_SCHEDULED
 from scheduling.models import Job, JobStatus, TargetKind, Team
 
 _HANDLER_NAME = re.compile(handlers.HANDLER_NAME_PATTERN)
+# json.dumps builds an encoder per call when given options; this one is reused.
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 @dataclass(frozen=True)
@@ -78,17 +82,18 @@ class JobSpec:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _validate_due_at(due_at: datetime, now: datetime) -> None:
+def _validate_due_at(due_at: datetime, now: datetime, latest: datetime | None = None) -> None:
+    """``latest`` is ``now`` + the horizon, when the caller checks many at once."""
     if not isinstance(due_at, datetime):
         raise InvalidDueTime("due_at must be a datetime.", field="due_at")
     if due_at.tzinfo is None or due_at.tzinfo.utcoffset(due_at) is None:
         raise InvalidDueTime(
             "due_at must carry a UTC offset (for example 2027-03-01T09:00:00Z).", field="due_at"
         )
-    horizon = conf.max_horizon()
-    if due_at > now + horizon:
+    if due_at > (latest or now + conf.max_horizon()):
         raise InvalidDueTime(
-            f"due_at is more than {horizon.days} days ahead (SENDLATER_MAX_HORIZON_DAYS).",
+            f"due_at is more than {conf.max_horizon().days} days ahead"
+            " (SENDLATER_MAX_HORIZON_DAYS).",
             field="due_at",
         )
 
@@ -119,16 +124,19 @@ def _validate_target(target_kind: str, target: str) -> None:
         raise InvalidTarget("target kind must be 'webhook' or 'handler'.", field="target_kind")
 
 
-def _validate_payload(payload: Any) -> str:
-    """Check the payload; return its compact JSON (the bulk path stores this text)."""
+def _validate_payload(payload: Any, limit: int | None = None) -> str:
+    """Check the payload; return its compact JSON (the bulk path stores this text).
+
+    ``limit`` is SENDLATER_MAX_PAYLOAD_BYTES, when the caller checks many at once.
+    """
     if payload is None:
         raise SchedulingError("payload must not be null.", field="payload")
     try:
-        text = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+        text = _COMPACT_JSON.encode(payload)
     except (TypeError, ValueError) as error:
         raise SchedulingError("payload must be JSON.", field="payload") from error
     size = len(text) if text.isascii() else len(text.encode())
-    limit = conf.max_payload_bytes()
+    limit = limit if limit is not None else conf.max_payload_bytes()
     if size > limit:
         raise PayloadTooLarge(
             f"payload is {size} bytes as compact JSON; the limit is {limit} "
@@ -140,25 +148,51 @@ def _validate_payload(payload: Any) -> str:
 
 def job_spec_validate(spec: JobSpec, *, now: datetime) -> None:
     """Raise a SchedulingError naming the field if ``spec`` cannot be scheduled."""
-    _spec_check(spec, now)
+    _SpecChecker(now).check(spec)
 
 
-def _spec_check(spec: JobSpec, now: datetime) -> str:
-    """``job_spec_validate``, returning the payload's compact JSON."""
-    _validate_due_at(spec.due_at, now)
-    _validate_target(spec.target_kind, spec.target)
-    text = _validate_payload(spec.payload)
-    if spec.window_seconds < 0:
-        raise SchedulingError("window_seconds must not be negative.", field="window_seconds")
-    if spec.expires_after_seconds is not None and spec.expires_after_seconds < 0:
-        raise SchedulingError(
-            "expires_after_seconds must not be negative.", field="expires_after_seconds"
-        )
-    if not isinstance(spec.metadata, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in spec.metadata.items()
-    ):
-        raise SchedulingError("metadata must map strings to strings.", field="metadata")
-    return text
+class _SpecChecker:
+    """``job_spec_validate`` for a batch: settings read once, each target checked once.
+
+    A bulk request repeats the same handler or callback URL; its checks (a regex,
+    the registry, URL parsing and the SSRF guard) do not depend on the rest of
+    the spec, so a target that passed once passes for the whole batch.
+    """
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self.latest = now + conf.max_horizon()
+        self.payload_limit = conf.max_payload_bytes()
+        self.targets_ok: set[tuple[str, str]] = set()
+
+    def check(self, spec: JobSpec) -> str:
+        """Raise a SchedulingError naming the field; return the payload's compact JSON."""
+        _validate_due_at(spec.due_at, self.now, self.latest)
+        kind, target = spec.target_kind, spec.target
+        if not (isinstance(kind, str) and isinstance(target, str)) or (
+            (kind, target) not in self.targets_ok
+        ):
+            _validate_target(kind, target)
+            self.targets_ok.add((kind, target))
+        text = _validate_payload(spec.payload, self.payload_limit)
+        if spec.window_seconds < 0:
+            raise SchedulingError("window_seconds must not be negative.", field="window_seconds")
+        if spec.expires_after_seconds is not None and spec.expires_after_seconds < 0:
+            raise SchedulingError(
+                "expires_after_seconds must not be negative.", field="expires_after_seconds"
+            )
+        metadata = spec.metadata
+        if not isinstance(metadata, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+        ):
+            raise SchedulingError("metadata must map strings to strings.", field="metadata")
+        return text
+
+
+def _new_ids(n: int) -> list[uuid.UUID]:
+    """``n`` random (version 4) UUIDs, as ``uuid.uuid4()`` makes them, from one urandom call."""
+    raw = os.urandom(16 * n)
+    return [uuid.UUID(bytes=raw[k : k + 16], version=4) for k in range(0, 16 * n, 16)]
 
 
 def _effective_due(job_id: uuid.UUID, due_at: datetime, window_seconds: int) -> datetime:
@@ -183,37 +217,40 @@ def _schedule_once(
     with transaction.atomic():
         replays, aliases = _resolve_idempotency(team, specs)
         fresh = [i for i in range(len(specs)) if i not in replays and i not in aliases]
-        ids = {i: uuid.uuid4() for i in fresh}
-        dues = {i: _effective_due(ids[i], specs[i].due_at, specs[i].window_seconds) for i in fresh}
+        ids = _new_ids(len(fresh))
+        dues = [
+            _effective_due(job_id, specs[i].due_at, specs[i].window_seconds)
+            if specs[i].window_seconds
+            else specs[i].due_at
+            for i, job_id in zip(fresh, ids, strict=True)
+        ]
         # The late-write rule of _place, with the open bucket computed once.
-        places = {i: max(keys.bucket_of(dues[i], width), opened) for i in fresh}
-        counts = shard_counts_record(places.values())
+        places = [max(keys.bucket_of(due, width), opened) for due in dues]
+        counts = shard_counts_record(set(places))
+        builder = JobBuilder(
+            team=team, status=JobStatus.PENDING, created_at=now, updated_at=now, expires_at=None
+        )
         created: dict[int, Job] = {}
-        for i in fresh:
+        for i, job_id, due, place in zip(fresh, ids, dues, places, strict=True):
             spec = specs[i]
-            created[i] = job_build(
-                team=team,
-                id=ids[i],
-                due_at=dues[i],
-                bucket=places[i],
-                shard=keys.shard_of(ids[i], counts[places[i]]),
-                status=JobStatus.PENDING,
-                target_kind=spec.target_kind,
-                target=spec.target,
-                payload=spec.payload,
-                metadata=spec.metadata,
-                idempotency_key=spec.idempotency_key,
-                request_fingerprint=spec.fingerprint() if spec.idempotency_key else "",
-                window_seconds=spec.window_seconds,
-                expires_at=(
-                    spec.due_at + timedelta(seconds=spec.expires_after_seconds)
-                    if spec.expires_after_seconds is not None
-                    else None
-                ),
-                created_at=now,
-                updated_at=now,
-                _payload_json=texts[i] if texts is not None else None,
+            job = created[i] = builder.build(
+                {
+                    "id": job_id,
+                    "due_at": due,
+                    "bucket": place,
+                    "shard": keys.shard_of(job_id, counts[place]),
+                    "target_kind": spec.target_kind,
+                    "target": spec.target,
+                    "payload": spec.payload,
+                    "metadata": spec.metadata,
+                    "idempotency_key": spec.idempotency_key,
+                    "request_fingerprint": spec.fingerprint() if spec.idempotency_key else "",
+                    "window_seconds": spec.window_seconds,
+                    "_payload_json": texts[i] if texts is not None else None,
+                }
             )
+            if spec.expires_after_seconds is not None:
+                job.expires_at = spec.due_at + timedelta(seconds=spec.expires_after_seconds)
         idempotency_record(team, list(created.values()), now)
         jobs_insert(list(created.values()))
         transaction.on_commit(lambda: _count_scheduled(created.values()))
@@ -253,13 +290,15 @@ def job_schedule_many(
     Validation errors name the spec: ``[17].due_at``.
     """
     now = now or db_now()
-    texts = []
-    for index, spec in enumerate(specs):
-        try:
-            texts.append(_spec_check(spec, now))
-        except SchedulingError as error:
-            raise type(error)(error.message, field=f"[{index}].{error.field}") from error
-    return _schedule(team, specs, now, texts)
+    with gc_paused():
+        checker = _SpecChecker(now)
+        texts = []
+        for index, spec in enumerate(specs):
+            try:
+                texts.append(checker.check(spec))
+            except SchedulingError as error:
+                raise type(error)(error.message, field=f"[{index}].{error.field}") from error
+        return _schedule(team, specs, now, texts)
 
 
 def job_schedule(

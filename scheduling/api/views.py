@@ -24,9 +24,12 @@ from scheduling.api.serializers import (
     JobPageSerializer,
     JobRescheduleSerializer,
     JobSerializer,
+    bulk_jobs_plain,
+    bulk_result_body,
     job_spec_from,
     target_field,
 )
+from scheduling.gcpause import gc_paused
 from scheduling.models import Team
 
 REPLAY_HEADER = "Idempotent-Replayed"
@@ -154,28 +157,22 @@ class JobBulkCreateView(TeamView):
         ],
     )
     def post(self, request: Request) -> Response:
+        with gc_paused():  # parse, validate and schedule up to 1,000 jobs
+            return self._create(request)
+
+    def _create(self, request: Request) -> Response:
         jobs = request.data.get("jobs") if isinstance(request.data, dict) else None
         _name_targets(request, jobs if isinstance(jobs, list) else [])
-        serializer = JobBulkCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        specs = [job_spec_from(item) for item in serializer.validated_data["jobs"]]
+        items = bulk_jobs_plain(request.data)
+        if items is None:
+            serializer = JobBulkCreateSerializer(data=request.data)
+            serializer.is_valid(raise_exception=True)
+            items = serializer.validated_data["jobs"]
+        specs = [job_spec_from(item) for item in items]
         results = services.job_schedule_many(team=self.team, specs=specs)
-        body = {
-            "jobs": [
-                {
-                    "id": job.id,
-                    "status": job.status,
-                    "due_at": job.due_at,
-                    "bucket": job.bucket,
-                    "shard": job.shard,
-                    "created": created,
-                }
-                for job, created in results
-            ]
-        }
         any_created = any(created for _, created in results)
         return Response(
-            JobBulkResultSerializer(body).data,
+            bulk_result_body(results),
             status=status.HTTP_201_CREATED if any_created else status.HTTP_200_OK,
         )
 
