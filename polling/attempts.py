@@ -41,7 +41,6 @@ def attempts_record(
         return 0
     by_outcome = {o.job_id: o for o in outcomes}
     attempt_of = {j.id: j.attempt for j in jobs}
-    pg = is_postgres()  # PostgreSQL takes UUIDs and datetimes as they are
     rows = []
     for result in results:
         if result.job_id not in written:
@@ -51,9 +50,9 @@ def attempts_record(
         duration = outcome.duration_seconds if outcome else None
         rows.append(
             (
-                result.job_id if pg else uid(result.job_id),
+                result.job_id,
                 attempt_of[result.job_id],
-                started if pg else dt(started),
+                started,
                 round(duration * 1000) if duration is not None else None,
                 _RESULT[result.status],
                 outcome.status_code if outcome else None,
@@ -61,8 +60,9 @@ def attempts_record(
                 poller,
             )
         )
-    if pg:
+    if is_postgres():  # COPY takes UUIDs and datetimes as they are
         return copy_rows(COPY_SQL, rows)
+    rows = [(uid(job_id), attempt, dt(started), *rest) for job_id, attempt, started, *rest in rows]
     for start in range(0, len(rows), _CHUNK_ROWS):
         chunk = rows[start : start + _CHUNK_ROWS]
         placeholders, params = values_rows(chunk)

@@ -19,9 +19,11 @@ from uuid import UUID
 
 from polling.dispatch.base import ClaimedJob
 from polling.sqlutil import (
+    LEASE_FENCE,
     dt,
     fetch_all,
     floor,
+    id_in,
     is_postgres,
     placeholders,
     retry_serialization,
@@ -36,11 +38,6 @@ from polling.sqlutil import (
 from polling.writeback import Result as Result
 from polling.writeback import write_back as write_back
 
-# A lease row of shard ``{shard}`` held by owner ``%s`` at epoch ``{epoch}`` and not expired.
-_FENCE = (
-    "EXISTS (SELECT 1 FROM polling_shardlease l WHERE l.shard = {shard} AND l.owner = %s"
-    " AND l.epoch = {epoch} AND l.expires_at > %s)"
-)
 # Shard ``{shard}`` has pending or claimed rows in recorded bucket ``b``: exact index probes.
 _BUCKET_HOLDS_ROWS = (
     "(EXISTS (SELECT 1 FROM scheduling_job p WHERE p.bucket = b.start AND p.shard = {shard}"
@@ -172,7 +169,7 @@ WHERE bucket = %s AND id {in_chosen}(
     WHERE j.bucket = %s AND j.shard = %s AND j.status = 'pending' AND j.due_at <= %s
     ORDER BY j.due_at LIMIT %s {lock}
 ){close} AND """
-    + _FENCE.format(shard="%s", epoch="%s")
+    + LEASE_FENCE.format(shard="%s", epoch="%s")
     + """
 RETURNING id, team_id, due_at, attempts, target_kind, target, payload, metadata, expires_at
 """
@@ -302,7 +299,7 @@ WITH v (v_shard, v_epoch, v_target) AS (VALUES {rows})
 UPDATE polling_shardcheckpoint AS c SET last_drained = v.v_target, updated_at = %s
 FROM v
 WHERE c.shard = v.v_shard AND (c.last_drained IS NULL OR c.last_drained < v.v_target) AND """
-    + _FENCE.format(shard="v.v_shard", epoch="v.v_epoch")
+    + LEASE_FENCE.format(shard="v.v_shard", epoch="v.v_epoch")
     + """
   AND NOT EXISTS (
     SELECT 1 FROM scheduling_bucket b
@@ -360,9 +357,9 @@ SWEEP_MOVE_SQL = """
 WITH v (v_id, v_old_bucket, v_old_shard, v_epoch, v_bucket, v_shard) AS (VALUES {rows})
 UPDATE scheduling_job AS j SET bucket = v.v_bucket, shard = v.v_shard, updated_at = %s
 FROM v
-WHERE j.bucket IN ({buckets}) AND j.id IN ({ids}) AND j.id = v.v_id AND j.status = 'pending'
+WHERE j.bucket IN ({buckets}) AND j.id {ids} AND j.id = v.v_id AND j.status = 'pending'
   AND j.bucket = v.v_old_bucket
-  AND j.shard = v.v_old_shard AND """ + _FENCE.format(shard="v.v_old_shard", epoch="v.v_epoch")
+  AND j.shard = v.v_old_shard AND """ + LEASE_FENCE.format(shard="v.v_old_shard", epoch="v.v_epoch")
 
 
 def sweep_move(
@@ -379,8 +376,6 @@ def sweep_move(
         [(uid(i), dt(ob), os_, ep, dt(nb), ns) for i, ob, os_, ep, nb, ns in moves]
     )
     old = sorted({ob for _, ob, _, _, _, _ in moves})
-    sql = SWEEP_MOVE_SQL.format(
-        rows=rows, buckets=placeholders(len(old)), ids=placeholders(len(moves))
-    )
-    ids = [uid(m[0]) for m in moves]
-    return rowcount(sql, [*params, dt(now), *(dt(b) for b in old), *ids, owner, dt(now)])
+    in_ids, id_params = id_in([m[0] for m in moves])
+    sql = SWEEP_MOVE_SQL.format(rows=rows, buckets=placeholders(len(old)), ids=in_ids)
+    return rowcount(sql, [*params, dt(now), *(dt(b) for b in old), *id_params, owner, dt(now)])

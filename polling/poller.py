@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from polling import claims, metrics, selectors, services
 from polling.assignment import shards_for
 from polling.attempts import attempts_record
-from polling.dbtime import DB_TIME
+from polling.dbtime import DB_TIME, DatabaseTime
 from polling.dispatch.base import ClaimedJob, Sink
 from polling.failpoints import failpoint
 from polling.models import PollerState
@@ -73,16 +73,20 @@ class Poller:
         )
         self._standby_warned = False
         self._stranded = False
-        self._base: tuple[datetime, float] | None = None
+        self._time = DatabaseTime()  # this poller's reading; DB_TIME is the process's
         self._failures = 0  # consecutive failed iterations
 
     # --- time ------------------------------------------------------------------
 
     def _now(self) -> datetime:
         """The iteration's database time plus the monotonic time elapsed since."""
-        assert self._base is not None
-        base, mono = self._base
-        return base + timedelta(seconds=time.monotonic() - mono)
+        return self._time.now()
+
+    def _anchor(self, reading: datetime) -> None:
+        """Take ``reading`` as the database's time now, here and for the sinks."""
+        mono = time.monotonic()
+        self._time.anchor(reading, mono)
+        DB_TIME.anchor(reading, mono)  # what the sinks sign and stamp with (never early)
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -175,8 +179,7 @@ class Poller:
 
     def iterate(self, now: datetime | None = None) -> bool:
         """One pass over owned shards; True if a full batch was claimed (more waits)."""
-        self._base = (now or self.clock(), time.monotonic())
-        DB_TIME.anchor(*self._base)  # what the sinks sign and stamp with (never early)
+        self._anchor(now or self.clock())
         self._maintain()
         if self.stopping.is_set() or not self.leases:
             return False

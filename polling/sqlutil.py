@@ -82,6 +82,27 @@ def placeholders(count: int) -> str:
     return ", ".join(["%s"] * count)
 
 
+def id_in(ids: Sequence[UUID]) -> tuple[str, list[Any]]:
+    """``column {fragment}`` matching ``ids``, and its parameters.
+
+    PostgreSQL: ``= ANY(%s)`` with one ``uuid[]`` parameter, so the statement's
+    text is the same whatever the batch size (psycopg converts it once instead of
+    parsing a 1,000-placeholder string per batch) and the array is still a
+    constant the planner probes the primary key with. SQLite: ``IN (%s, ...)``.
+    """
+    if is_postgres():
+        return "= ANY(%s)", [list(ids)]
+    return f"IN ({placeholders(len(ids))})", [uid(value) for value in ids]
+
+
+# A lease row of shard ``{shard}`` held by owner ``%s`` at epoch ``{epoch}`` and not
+# expired: the fence of every statement that writes under a lease.
+LEASE_FENCE = (
+    "EXISTS (SELECT 1 FROM polling_shardlease l WHERE l.shard = {shard} AND l.owner = %s"
+    " AND l.epoch = {epoch} AND l.expires_at > %s)"
+)
+
+
 def values_rows(rows: Sequence[Sequence[Any]]) -> tuple[str, list[Any]]:
     """``(%s, %s), (%s, %s)`` and the flat parameters for a VALUES list."""
     width = len(rows[0])

@@ -13,12 +13,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from polling.sqlutil import dt, fetch_all, is_postgres, placeholders, to_uuid, uid, values_rows
-
-# A lease row of shard ``{shard}`` held by owner ``%s`` at epoch ``{epoch}`` and not expired.
-_FENCE = (
-    "EXISTS (SELECT 1 FROM polling_shardlease l WHERE l.shard = {shard} AND l.owner = %s"
-    " AND l.epoch = {epoch} AND l.expires_at > %s)"
+from polling.sqlutil import (
+    LEASE_FENCE,
+    dt,
+    fetch_all,
+    id_in,
+    placeholders,
+    to_uuid,
+    uid,
+    values_rows,
 )
 
 
@@ -50,9 +53,9 @@ UPDATE scheduling_job AS j SET
     claim_owner = CASE WHEN v.v_status = 'pending' THEN NULL ELSE j.claim_owner END,
     claim_epoch = CASE WHEN v.v_status = 'pending' THEN NULL ELSE j.claim_epoch END
 FROM v
-WHERE j.bucket IN ({buckets}) AND j.id IN ({ids}) AND j.id = v.v_id
+WHERE j.bucket IN ({buckets}) AND j.id {ids} AND j.id = v.v_id
   AND j.bucket = v.v_from_bucket AND j.status = 'claimed' AND j.claim_owner = %s AND """
-    + _FENCE.format(shard="j.shard", epoch="j.claim_epoch")
+    + LEASE_FENCE.format(shard="j.shard", epoch="j.claim_epoch")
     + "\nRETURNING id"
 )
 
@@ -64,10 +67,10 @@ WHERE j.bucket IN ({buckets}) AND j.shard IN ({shards}) AND j.id {ids}
   AND j.status = 'claimed' AND j.claim_owner = %s AND {fence}
 RETURNING id"""
 # Per row: the lease of the row's shard at the epoch the row was claimed with.
-_FENCE_PER_ROW = _FENCE.format(shard="j.shard", epoch="j.claim_epoch")
+_FENCE_PER_ROW = LEASE_FENCE.format(shard="j.shard", epoch="j.claim_epoch")
 # One shard, one epoch (a poller's batch): the same fence as constants, so the
 # lease is probed once for the statement instead of once per row.
-_FENCE_ONE_LEASE = "j.claim_epoch = %s AND " + _FENCE.format(shard="%s", epoch="%s")
+_FENCE_ONE_LEASE = "j.claim_epoch = %s AND " + LEASE_FENCE.format(shard="%s", epoch="%s")
 
 
 def _write_delivered(
@@ -79,15 +82,7 @@ def _write_delivered(
         fence, fence_params = _FENCE_ONE_LEASE, [epoch, shards[0], owner, epoch, dt(now)]
     else:
         fence, fence_params = _FENCE_PER_ROW, [owner, dt(now)]
-    if is_postgres():
-        ids: list = [r.job_id for r in results]
-        # One array parameter: the statement's text stays the same whatever the
-        # batch size (psycopg converts it once, not a 1,000-placeholder string
-        # per batch), and the array is still a constant the planner probes by.
-        in_ids, id_params = "= ANY(%s)", [ids]
-    else:
-        ids = [uid(r.job_id) for r in results]
-        in_ids, id_params = f"IN ({placeholders(len(ids))})", ids
+    in_ids, id_params = id_in([r.job_id for r in results])
     sql = WRITE_BACK_DELIVERED_SQL.format(
         buckets=placeholders(len(buckets)),
         shards=placeholders(len(shards)),
@@ -145,8 +140,7 @@ def _write_others(owner: str, results: Sequence[Result], now: datetime) -> list[
         ]
     )
     buckets = sorted({r.claimed_bucket for r in results})
-    sql = WRITE_BACK_SQL.format(
-        rows=rows, buckets=placeholders(len(buckets)), ids=placeholders(len(results))
-    )
-    tail = [*(dt(b) for b in buckets), *(uid(r.job_id) for r in results), owner, owner, dt(now)]
+    in_ids, id_params = id_in([r.job_id for r in results])
+    sql = WRITE_BACK_SQL.format(rows=rows, buckets=placeholders(len(buckets)), ids=in_ids)
+    tail = [*(dt(b) for b in buckets), *id_params, owner, owner, dt(now)]
     return fetch_all(sql, [*params, dt(now), dt(now), *tail])

@@ -23,6 +23,11 @@ def db_now() -> datetime:
     return timezone.now()
 
 
+def iso_utc(value: datetime) -> str:
+    """``value`` as the API and webhooks write times: ISO 8601 in UTC with ``Z``."""
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
 def open_bucket(now: datetime) -> datetime:
     """Return the bucket that holds ``now``: the one still taking writes."""
     return keys.bucket_of(now, conf.bucket_seconds())

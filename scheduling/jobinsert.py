@@ -3,6 +3,7 @@ multi-row INSERT elsewhere."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -46,16 +47,10 @@ COPY_TYPES = tuple(kind for _, kind in COPY_COLUMNS)
 _JSONB_VERSION = "\x01"
 
 
-_DEFAULTS: dict[str, object] | None = None
-
-
+@functools.cache
 def _defaults() -> dict[str, object]:
-    global _DEFAULTS
-    if _DEFAULTS is None:
-        _DEFAULTS = {
-            f.attname: f.get_default() for f in Job._meta.concrete_fields if not f.primary_key
-        }
-    return _DEFAULTS
+    """The model's field defaults (read once; the app registry is ready by then)."""
+    return {f.attname: f.get_default() for f in Job._meta.concrete_fields if not f.primary_key}
 
 
 class JobBuilder:

@@ -220,8 +220,6 @@ def _schedule_once(
         ids = _new_ids(len(fresh))
         dues = [
             _effective_due(job_id, specs[i].due_at, specs[i].window_seconds)
-            if specs[i].window_seconds
-            else specs[i].due_at
             for i, job_id in zip(fresh, ids, strict=True)
         ]
         # The late-write rule of _place, with the open bucket computed once.

@@ -29,6 +29,7 @@ from polling.dispatch.signing import signed_headers
 from polling.dispatch.team_secrets import SecretsLookup, team_signing_secrets
 from polling.renewer import PROGRESS
 from scheduling import conf
+from scheduling.clock import iso_utc
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ def request_body(job: ClaimedJob) -> str:
     return json.dumps(
         {
             "id": str(job.id),
-            "due_at": job.due_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "due_at": iso_utc(job.due_at),
             "payload": job.payload,
             "attempt": job.attempt,
             "metadata": job.metadata,

@@ -8,6 +8,8 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
+from scheduling.clock import iso_utc
+
 
 class StrictCharField(serializers.CharField):
     """A string, and only a string (DRF's CharField turns 12 into "12")."""
@@ -55,4 +57,4 @@ class AwareDateTimeField(serializers.DateTimeField):
     def to_representation(self, value: datetime | None) -> str | None:
         if value is None:
             return None
-        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        return iso_utc(value)

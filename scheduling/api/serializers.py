@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Mapping
-from datetime import UTC
 from typing import Any
 
 from django.conf import settings
@@ -12,6 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from scheduling.api.fields import AwareDateTimeField, StrictCharField, StrictIntegerField
+from scheduling.clock import iso_utc
 from scheduling.models import Job, JobStatus, TargetKind
 from scheduling.services import JobSpec
 
@@ -219,14 +220,10 @@ def bulk_jobs_plain(data: Any) -> list[dict[str, Any]] | None:
     return out
 
 
-_FIELDS: dict[str, serializers.Field] = {}
-
-
+@functools.cache
 def _job_create_fields() -> dict[str, serializers.Field]:
     # Bound fields of one serializer instance: their limits are the declared ones.
-    if not _FIELDS:
-        _FIELDS.update(JobCreateSerializer().fields)
-    return _FIELDS
+    return dict(JobCreateSerializer().fields)
 
 
 def bulk_result_body(results: list[tuple[Job, bool]]) -> dict[str, Any]:
@@ -240,18 +237,14 @@ def bulk_result_body(results: list[tuple[Job, bool]]) -> dict[str, Any]:
             {
                 "id": str(job.id),
                 "status": str(job.status),
-                "due_at": _utc_text(job.due_at),
-                "bucket": _utc_text(job.bucket),
+                "due_at": iso_utc(job.due_at),
+                "bucket": iso_utc(job.bucket),
                 "shard": int(job.shard),
                 "created": created,
             }
             for job, created in results
         ]
     }
-
-
-def _utc_text(value: Any) -> str:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 class JobRescheduleSerializer(StrictSerializer):

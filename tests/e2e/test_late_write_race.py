@@ -8,17 +8,17 @@ it to the open bucket and the poller deliver it.
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
 from polling.models import ShardCheckpoint
 from scheduling import keys
 from scheduling.models import Job
 from scheduling.services import job_schedule_many
 from tests.support.factories import job_spec, team_create
+from tests.support.heldwrite import HeldWrite
 from tests.support.pollers import RecordingSink, future_base, poller_build
 
 pytestmark = [
@@ -39,38 +39,18 @@ def test_uncommitted_write_behind_checkpoint_is_swept_and_delivered() -> None:
     sink = RecordingSink()
     poller = poller_build(sink=sink, sweep_every=0)
     poller.iterate(now=base)
-    inserted, commit = threading.Event(), threading.Event()
-    written: list = []
-    errors: list = []
-
-    def slow_writer() -> None:
-        try:
-            stale_now = base + W + timedelta(seconds=1)  # bucket base+1m is open for it
-            with transaction.atomic():
-                written.extend(
-                    job_schedule_many(
-                        team=team,
-                        specs=[job_spec(due_at=stale_now + timedelta(seconds=2))],
-                        now=stale_now,
-                    )
-                )
-                inserted.set()
-                assert commit.wait(30)
-        except Exception as error:  # surfaced by the main thread
-            errors.append(error)
-            inserted.set()
-        finally:
-            connection.close()
-
-    writer = threading.Thread(target=slow_writer)
-    writer.start()
-    assert inserted.wait(30) and not errors
+    stale_now = base + W + timedelta(seconds=1)  # bucket base+1m is open for the writer
+    held = HeldWrite(
+        lambda: job_schedule_many(
+            team=team, specs=[job_spec(due_at=stale_now + timedelta(seconds=2))], now=stale_now
+        ),
+        hold_seconds=30,
+    )
+    written = held.start()
     now = base + 3 * W + timedelta(seconds=20)
     poller.iterate(now=now)  # closes base+1m and base+2m: the row is not visible yet
     assert set(ShardCheckpoint.objects.values_list("last_drained", flat=True)) == {base + 2 * W}
-    commit.set()
-    writer.join(30)
-    assert not errors
+    held.commit()
     ((job, _),) = written
     job.refresh_from_db()
     assert (job.status, job.bucket) == ("pending", base + W)  # stranded behind the checkpoint

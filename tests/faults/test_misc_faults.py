@@ -8,7 +8,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
 
 from scheduling import keys
 from scheduling.clock import db_now
@@ -18,6 +17,7 @@ from tests.faults.conftest import report_and_assert
 from tests.faults.invariants import check
 from tests.faults.scenario import DRAIN_TIMEOUT_SECONDS, run
 from tests.support.factories import team_create
+from tests.support.heldwrite import HeldWrite
 
 pytestmark = pytest.mark.faults_full
 
@@ -91,35 +91,22 @@ def test_write_committing_after_its_bucket_closed_is_swept_and_delivered(make_cl
     them to the open bucket and they are delivered, none early, none lost."""
     cluster = make_cluster()
     team = team_create(slug="late-writer")
-    written: list = []
-    inserted, commit = threading.Event(), threading.Event()
-    errors: list[BaseException] = []
 
-    def slow_writer() -> None:
-        try:
-            now = db_now()
-            specs = [
-                JobSpec(
-                    due_at=now + timedelta(seconds=0.5),
-                    target_kind="webhook",
-                    target=cluster.receiver.url("/hook"),
-                    payload={"late": i},
-                )
-                for i in range(20)
-            ]
-            with transaction.atomic():
-                written.extend(job for job, _ in job_schedule_many(team=team, specs=specs))
-                inserted.set()
-                assert commit.wait(60)
-        except BaseException as error:
-            errors.append(error)
-            inserted.set()
-        finally:
-            connection.close()
+    def write() -> list:
+        now = db_now()
+        specs = [
+            JobSpec(
+                due_at=now + timedelta(seconds=0.5),
+                target_kind="webhook",
+                target=cluster.receiver.url("/hook"),
+                payload={"late": i},
+            )
+            for i in range(20)
+        ]
+        return [job for job, _ in job_schedule_many(team=team, specs=specs)]
 
-    writer = threading.Thread(target=slow_writer)
-    writer.start()
-    assert inserted.wait(30) and not errors, errors
+    held = HeldWrite(write, hold_seconds=60)
+    written = held.start()
     bucket = written[0].bucket
     shards = sorted({job.shard for job in written})
     window = cluster.fault_begin("transaction commits after its bucket closed")
@@ -134,9 +121,7 @@ def test_write_committing_after_its_bucket_closed_is_swept_and_delivered(make_cl
             break
         assert time.monotonic() < deadline, "checkpoints never passed the writer's bucket"
         time.sleep(0.1)
-    commit.set()
-    writer.join(30)
-    assert not errors, errors
+    held.commit()
     cluster.fault_end(window)
     cluster.drain(DRAIN_TIMEOUT_SECONDS)
     report = check(cluster, "late write behind the checkpoint")

@@ -192,7 +192,7 @@ def test_a_batch_costs_the_same_statements_whatever_its_size(team, jobs) -> None
     in_shard = sum(job.shard == shard for job in scheduled)
     poller = poller_build(batch_size=2000)
     poller.iterate(now=base - timedelta(seconds=5))  # leases, partitions; nothing due yet
-    poller._base = (base + timedelta(seconds=5), time.monotonic())
+    poller._anchor(base + timedelta(seconds=5))
     poller._next_maintenance = base + timedelta(hours=1)  # lease renewal is time-gated
     with CaptureQueriesContext(connection) as queries:
         claimed = poller._batch(base, shard)
