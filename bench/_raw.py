@@ -108,9 +108,6 @@ def run_workers(target: Callable[..., int], args_per_worker: list[tuple]) -> tup
 
 
 def say(name: str, value: float, unit: str = "") -> None:
-    print(
-        f"{name}: {value:,.0f} {unit}".rstrip()
-        if value >= 100
-        else f"{name}: {value:.2f} {unit}".rstrip(),
-        flush=True,
-    )
+    """Print ``name: value unit``: a count whole, a measure to two places below 100."""
+    text = f"{value:,.0f}" if isinstance(value, int) or value >= 100 else f"{value:.2f}"
+    print(f"{name}: {text} {unit}".rstrip(), flush=True)

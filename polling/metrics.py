@@ -8,7 +8,7 @@ result kinds, shard indices; never job ids or URLs.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
@@ -91,15 +91,16 @@ class ShardLagCollector(Collector):
         return lag, backlog, oldest
 
 
-def outcomes_export(results: Iterable[Result], written: Collection[UUID], now: datetime) -> None:
+def outcomes_export(results: Sequence[Result], written: Collection[UUID], now: datetime) -> None:
     """Export what a write-back recorded: outcomes by result, delivery latency.
 
     One counter increment per result kind, not per job; one latency observation
     per delivered job.
     """
     counts: dict[str, int] = {}
+    everything = len(written) == len(results)  # the usual batch: no id lookups
     for result in results:
-        if result.job_id not in written:
+        if not everything and result.job_id not in written:
             continue
         kind = "retry" if result.status == "pending" else result.status
         counts[kind] = counts.get(kind, 0) + 1

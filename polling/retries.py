@@ -7,7 +7,7 @@ machinery as a new job (``shard_counts_record`` + ``keys.shard_of``), in bulk.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from polling import conf
@@ -36,6 +36,19 @@ def backoff_seconds(
     return delay
 
 
+def _paired(
+    jobs: Sequence[ClaimedJob], outcomes: Sequence[Outcome]
+) -> Iterable[tuple[ClaimedJob, Outcome]]:
+    """Each outcome with its job. Sinks answer in the batch's order with the job's
+    own id object, so the common case is a zip checked by identity (no UUID hashing)."""
+    if len(jobs) == len(outcomes) and all(
+        o.job_id is j.id for j, o in zip(jobs, outcomes, strict=True)
+    ):
+        return zip(jobs, outcomes, strict=True)
+    by_id = {job.id: job for job in jobs}
+    return ((by_id[outcome.job_id], outcome) for outcome in outcomes)
+
+
 def results_build(
     *,
     jobs: Sequence[ClaimedJob],
@@ -48,19 +61,18 @@ def results_build(
     Call inside the transaction of the write-back (``shard_counts_record`` caches
     a count only once it is committed).
     """
-    by_id = {job.id: job for job in jobs}
     results = [
         Result(j.id, "expired", j.due_at, j.bucket, j.shard, "expired before delivery")
         for j in expired
     ]
     retries: list[tuple[ClaimedJob, datetime, datetime, str]] = []
     max_attempts = conf.max_attempts()
-    for outcome in outcomes:
-        job = by_id[outcome.job_id]
-        error = outcome.error[:_MAX_ERROR_CHARS]
+    for job, outcome in _paired(jobs, outcomes):
         if outcome.result == "delivered":
             results.append(Result(job.id, "delivered", job.due_at, job.bucket, job.shard))
-        elif outcome.result == "dead" or job.attempt >= max_attempts:
+            continue
+        error = outcome.error[:_MAX_ERROR_CHARS]
+        if outcome.result == "dead" or job.attempt >= max_attempts:
             if outcome.result != "dead":
                 error = f"gave up after {job.attempt} attempts: {error}"[:_MAX_ERROR_CHARS]
             results.append(Result(job.id, "dead", job.due_at, job.bucket, job.shard, error))

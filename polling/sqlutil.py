@@ -6,12 +6,15 @@ fields would: SQLite keeps datetimes as naive UTC text and UUIDs as 32 hex digit
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+import orjson
 from django.db import DatabaseError, connection
 from django.utils.dateparse import parse_datetime
 
@@ -56,18 +59,51 @@ def to_uuid(value: Any) -> UUID:
     return value if isinstance(value, UUID) else UUID(str(value))
 
 
+# A run of 19 digits may be an integer beyond 64 bits, which orjson reads as a float.
+_LONG_DIGITS = re.compile(r"\d{19}")
+
+
 def to_json(value: Any) -> Any:
-    """A JSON value read back as text (Django reads jsonb as text), decoded."""
+    """A JSON value read back as text (Django reads jsonb as text), decoded.
+
+    orjson decodes ~8x faster than ``json.loads`` (a claimed batch decodes each
+    job's payload); text with a run of 19 or more digits, or that orjson refuses
+    (a number beyond a double's range), goes to ``json.loads``, which keeps big
+    integers exact and reads such numbers as the stdlib always did.
+    """
     if value == "{}":  # most metadata: skip the decoder
         return {}
-    return json.loads(value) if isinstance(value, str | bytes | bytearray) else value
+    if not isinstance(value, str | bytes | bytearray):
+        return value
+    if not _LONG_DIGITS.search(value if isinstance(value, str) else value.decode()):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(value)
 
 
 def fetch_all(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-    """Run one statement; return its rows (RETURNING included), or [] if it has none."""
+    """Run one statement; return its rows (RETURNING included), or [] if it has none.
+
+    On PostgreSQL, ``timestamptz`` columns are read by psycopg's own C loader:
+    Django registers a Python subclass of it (to relabel the time zone, which for
+    aware datetimes in the connection's zone changes nothing), whose per-value
+    Python call costs ~4 us: 7 ms of a 1,000-job claim returning two timestamps
+    a row. psycopg's loader gives the same instants, aware, in the session's zone.
+    """
     with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.cursor.adapters.register_loader("timestamptz", _timestamptz_loader())
         cursor.execute(sql, params)
         return list(cursor.fetchall()) if cursor.description else []
+
+
+@functools.cache
+def _timestamptz_loader() -> type:
+    from psycopg.types.datetime import TimestamptzLoader
+
+    return TimestamptzLoader
 
 
 def rowcount(sql: str, params: Sequence[Any]) -> int:
@@ -91,7 +127,9 @@ def id_in(ids: Sequence[UUID]) -> tuple[str, list[Any]]:
     constant the planner probes the primary key with. SQLite: ``IN (%s, ...)``.
     """
     if is_postgres():
-        return "= ANY(%s)", [list(ids)]
+        # One array literal of 32-digit hex forms (which uuid input accepts): ~0.2 ms
+        # for 1,000 ids, against ~1.7 ms for psycopg quoting a list of UUIDs.
+        return "= ANY(%s::uuid[])", ["{" + ",".join([value.hex for value in ids]) + "}"]
     return f"IN ({placeholders(len(ids))})", [uid(value) for value in ids]
 
 

@@ -25,7 +25,7 @@ from polling.sqlutil import (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen (a batch makes one per job); read-only all the same
 class Result:
     """The write-back of one claimed job: its final status, or where it goes next."""
 

@@ -20,14 +20,16 @@ JOB_LIST_ORDER = ("due_at", "id")
 def job_filter_metadata(jobs: QuerySet[Job], metadata: dict[str, str]) -> QuerySet[Job]:
     """Keep the jobs whose metadata holds every ``key: value`` pair given.
 
-    PostgreSQL: ``metadata @> {...}``, served by the GIN index ``job_metadata_gin``.
+    PostgreSQL: ``metadata @> {...} AND metadata <> '{}'``, served by the GIN index
+    ``job_metadata_gin`` (partial: only jobs with metadata; the second condition,
+    implied by the first, lets the planner see that it applies).
     SQLite has no containment operator: one ``json_extract`` comparison per key
     (keys are taken literally, ``__`` and dots included).
     """
     if not metadata:
         return jobs
     if connection.vendor == "postgresql":
-        return jobs.filter(metadata__contains=metadata)
+        return jobs.filter(metadata__contains=metadata).exclude(metadata={})
     for key, value in metadata.items():
         jobs = jobs.filter(Exact(KeyTextTransform(key, "metadata"), value))
     return jobs

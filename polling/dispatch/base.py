@@ -15,7 +15,9 @@ from typing import Any, Literal, Protocol
 from uuid import UUID
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ costs ~2.2 us against ~0.8 us, per
+# job of every batch. Treat it as read-only all the same.
+@dataclass(slots=True)
 class ClaimedJob:
     id: UUID
     team_id: int
@@ -30,7 +32,7 @@ class ClaimedJob:
     expires_at: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, as ClaimedJob
 class Outcome:
     job_id: UUID
     result: Literal["delivered", "retry", "dead"]

@@ -41,25 +41,33 @@ class Router:
         by_kind: dict[str, list[ClaimedJob]] = defaultdict(list)
         for job in jobs:
             by_kind[job.target_kind].append(job)
+        if len(by_kind) == 1:  # the usual batch: one kind, answered in its order
+            return self._deliver_group(*next(iter(by_kind.items())))
         outcomes: dict[object, Outcome] = {}
         for kind, group in by_kind.items():
-            sink = self._sinks.get(kind)
-            if sink is None:
-                error = f"no sink for target kind {kind!r} (SENDLATER_SINKS)"
-                logger.error("%s: retrying %s jobs", error, len(group))
-                outcomes.update({j.id: Outcome(j.id, "retry", error=error) for j in group})
-                continue
-            try:
-                answered = {o.job_id: o for o in sink.deliver(group)}
-            except Exception as error:
-                logger.exception("sink %s failed on a batch of %s jobs", kind, len(group))
-                answered = {}
-                reason = f"sink {kind!r} failed: {type(error).__name__}: {error}"
-            else:
-                reason = f"sink {kind!r} returned no outcome"
-            for job in group:
-                outcomes[job.id] = answered.get(job.id) or Outcome(job.id, "retry", error=reason)
+            outcomes.update((o.job_id, o) for o in self._deliver_group(kind, group))
         return [outcomes[job.id] for job in jobs]
+
+    def _deliver_group(self, kind: str, group: list[ClaimedJob]) -> list[Outcome]:
+        """One outcome per job of ``group`` (one target kind), in its order."""
+        sink = self._sinks.get(kind)
+        if sink is None:
+            error = f"no sink for target kind {kind!r} (SENDLATER_SINKS)"
+            logger.error("%s: retrying %s jobs", error, len(group))
+            return [Outcome(j.id, "retry", error=error) for j in group]
+        try:
+            answered = sink.deliver(group)
+        except Exception as error:
+            logger.exception("sink %s failed on a batch of %s jobs", kind, len(group))
+            reason = f"sink {kind!r} failed: {type(error).__name__}: {error}"
+            return [Outcome(j.id, "retry", error=reason) for j in group]
+        if len(answered) == len(group) and all(
+            o.job_id is j.id for j, o in zip(group, answered, strict=True)
+        ):
+            return list(answered)  # in order, for the jobs' own ids: no lookups
+        by_id = {o.job_id: o for o in answered}
+        reason = f"sink {kind!r} returned no outcome"
+        return [by_id.get(j.id) or Outcome(j.id, "retry", error=reason) for j in group]
 
     def close(self) -> None:
         for sink in self._sinks.values():

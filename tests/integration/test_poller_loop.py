@@ -323,3 +323,21 @@ def test_a_poller_whose_machine_clock_is_5_minutes_fast_stamps_with_the_database
     attempt = DeliveryAttempt.objects.get(job_id=job.id)
     assert attempt.result == "delivered"
     assert abs((attempt.started_at - database).total_seconds()) < 2
+
+
+def test_pause_keeps_a_steady_cadence_while_jobs_arrive(team) -> None:
+    """Idle: the whole (jittered) poll interval. Jobs claimed: the interval less the
+    pass's own time, so a long pass does not add a whole interval to every job's lag."""
+    base = future_base()
+    poller = poller_build(sink=RecordingSink())
+    poller.poll_interval = 1.0
+    poller.iterate(now=base)
+    assert poller.claimed_last == 0
+    assert 0.8 <= poller._pause(0.5) <= 1.2
+    job_schedule_many(team=team, specs=[job_spec(due_at=base + timedelta(seconds=5))], now=base)
+    poller.iterate(now=base + timedelta(seconds=6))
+    assert poller.claimed_last == 1
+    assert 0.3 <= poller._pause(0.5) <= 0.7
+    assert poller._pause(1.5) == 0.0  # a pass longer than the interval: straight on
+    poller.iterate(now=base + timedelta(seconds=7))  # nothing new: idle again
+    assert poller.claimed_last == 0
