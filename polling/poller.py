@@ -76,6 +76,7 @@ class Poller:
         self._time = DatabaseTime()  # this poller's reading; DB_TIME is the process's
         self._failures = 0  # consecutive failed iterations
         self.claimed_last = 0  # jobs the last iteration claimed
+        self.next_due: datetime | None = None  # earliest pending due time it saw ahead
 
     # --- time ------------------------------------------------------------------
 
@@ -137,10 +138,19 @@ class Poller:
         Idle (nothing claimed): the poll interval, jittered. Jobs arriving (a burst
         spread over a minute): the interval less the iteration's own time, so passes
         start every interval rather than every interval plus a pass, which would add
-        a whole pass to every job's lag.
+        a whole pass to every job's lag. Either way no later than the earliest due
+        time the pass saw ahead (``next_due``): a job fires at its time, not up to a
+        poll interval after it.
         """
         pause = self.poll_interval * random.uniform(0.8, 1.2)  # noqa: S311
-        return max(0.0, pause - elapsed) if self.claimed_last else pause
+        if self.claimed_last:
+            pause = max(0.0, pause - elapsed)
+        if self.next_due is not None:
+            # A pending job falls due before the pause ends: wake for it (not earlier
+            # than a tenth of the interval, so a steady stream is still polled in passes).
+            until = (self.next_due - self._now()).total_seconds()
+            pause = min(pause, max(self.poll_interval / 10, until))
+        return pause
 
     def step(self, now: datetime | None = None) -> bool:
         """One iteration that never raises: on failure, give up every lease.
@@ -192,7 +202,7 @@ class Poller:
 
     def iterate(self, now: datetime | None = None) -> bool:
         """One pass over owned shards; True if a full batch was claimed (more waits)."""
-        self.claimed_last = 0
+        self.claimed_last, self.next_due = 0, None
         self._anchor(now or self.clock())
         self._maintain()
         if self.stopping.is_set() or not self.leases:
@@ -216,6 +226,8 @@ class Poller:
             moved = claims.checkpoint_advance(owner=self.name, targets=targets, now=now)
             if moved:
                 logger.debug("poller %s: checkpoints advanced %s", self.name, moved)
+        ahead = [f.next_due for f in fronts.values() if f.next_due and f.next_due > now]
+        self.next_due = min(ahead, default=None)
         # Oldest bucket first; skip shards whose first bucket holds nothing due yet.
         work = sorted(
             (front.bucket, shard)

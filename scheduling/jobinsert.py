@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django.db import connection
@@ -84,7 +84,7 @@ def _jsonb(value: Any) -> str:
     return _JSONB_VERSION + json.dumps(value, separators=(",", ":"))
 
 
-def _rows(jobs: Sequence[Job]) -> Iterator[tuple[object, ...]]:
+def _rows(jobs: Iterable[Job]) -> Iterator[tuple[object, ...]]:
     # Metadata is mostly a few labels shared by a whole batch: encode each
     # distinct value once. Only str -> str maps are cached (1 == True as a key).
     metadata_cache: dict[tuple[tuple[str, str], ...], str] = {}
@@ -93,12 +93,14 @@ def _rows(jobs: Sequence[Job]) -> Iterator[tuple[object, ...]]:
         text = d.get("_payload_json")
         metadata = d["metadata"]
         key = tuple(metadata.items()) if type(metadata) is dict else ()
-        if key and all(type(k) is str and type(v) is str for k, v in key):
-            encoded = metadata_cache.get(key)
-            if encoded is None:
-                encoded = metadata_cache[key] = _jsonb(metadata)
-        else:
+        try:
+            encoded = metadata_cache.get(key) if key else None  # hits are str -> str (below)
+        except TypeError:  # an unhashable value: not labels, never cached
+            encoded = None
+        if encoded is None:
             encoded = _jsonb(metadata)
+            if key and all(type(k) is str and type(v) is str for k, v in key):
+                metadata_cache[key] = encoded
         yield (
             d["id"],
             d["team_id"],
@@ -121,15 +123,16 @@ def _rows(jobs: Sequence[Job]) -> Iterator[tuple[object, ...]]:
         )
 
 
-def jobs_insert(jobs: Sequence[Job]) -> None:
+def jobs_insert(jobs: Iterable[Job]) -> None:
     """Insert ``jobs`` (new, fully populated) in the caller's transaction.
 
     PostgreSQL: one binary COPY for the whole batch (rows are routed to their
-    partitions by the server). SQLite: ``bulk_create`` in 1,000-row INSERTs.
+    partitions by the server); ``jobs`` may be a generator, each row is sent as
+    it is produced. SQLite: ``bulk_create`` in 1,000-row INSERTs.
     """
-    if not jobs:
-        return
     if connection.vendor != "postgresql":
-        Job.objects.bulk_create(list(jobs), batch_size=INSERT_BATCH_ROWS)
+        rows = list(jobs)
+        if rows:
+            Job.objects.bulk_create(rows, batch_size=INSERT_BATCH_ROWS)
         return
     copy_rows(COPY_SQL, _rows(jobs), types=COPY_TYPES)

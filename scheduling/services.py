@@ -16,7 +16,7 @@ import os
 import re
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -189,10 +189,29 @@ class _SpecChecker:
         return text
 
 
+# Version 4: the version nibble 4, the variant bits 10 (RFC 4122), as uuid.UUID sets them.
+_V4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_V4_SET = (4 << 76) | (0x8000 << 48)
+
+
 def _new_ids(n: int) -> list[uuid.UUID]:
-    """``n`` random (version 4) UUIDs, as ``uuid.uuid4()`` makes them, from one urandom call."""
+    """``n`` random (version 4) UUIDs, as ``uuid.uuid4()`` makes them, from one urandom call.
+
+    Each is the UUID ``uuid.UUID(bytes=..., version=4)`` would build (the same
+    integer, version and variant bits set), filled in directly instead of through
+    its argument checks: ~0.7 us an id against ~1.8 us, a tenth of the bulk
+    path's Python time (tests/unit/test_new_ids.py holds the two side by side).
+    """
     raw = os.urandom(16 * n)
-    return [uuid.UUID(bytes=raw[k : k + 16], version=4) for k in range(0, 16 * n, 16)]
+    from_bytes, new, put = int.from_bytes, object.__new__, object.__setattr__
+    unknown = uuid.SafeUUID.unknown
+    ids = []
+    for k in range(0, 16 * n, 16):
+        value = new(uuid.UUID)
+        put(value, "int", (from_bytes(raw[k : k + 16]) & _V4_CLEAR) | _V4_SET)
+        put(value, "is_safe", unknown)
+        ids.append(value)
+    return ids
 
 
 def _effective_due(job_id: uuid.UUID, due_at: datetime, window_seconds: int) -> datetime:
@@ -220,6 +239,8 @@ def _schedule_once(
         ids = _new_ids(len(fresh))
         dues = [
             _effective_due(job_id, specs[i].due_at, specs[i].window_seconds)
+            if specs[i].window_seconds
+            else specs[i].due_at
             for i, job_id in zip(fresh, ids, strict=True)
         ]
         # The late-write rule of _place, with the open bucket computed once.
@@ -229,28 +250,40 @@ def _schedule_once(
             team=team, status=JobStatus.PENDING, created_at=now, updated_at=now, expires_at=None
         )
         created: dict[int, Job] = {}
-        for i, job_id, due, place in zip(fresh, ids, dues, places, strict=True):
-            spec = specs[i]
-            job = created[i] = builder.build(
-                {
-                    "id": job_id,
-                    "due_at": due,
-                    "bucket": place,
-                    "shard": keys.shard_of(job_id, counts[place]),
-                    "target_kind": spec.target_kind,
-                    "target": spec.target,
-                    "payload": spec.payload,
-                    "metadata": spec.metadata,
-                    "idempotency_key": spec.idempotency_key,
-                    "request_fingerprint": spec.fingerprint() if spec.idempotency_key else "",
-                    "window_seconds": spec.window_seconds,
-                    "_payload_json": texts[i] if texts is not None else None,
-                }
-            )
-            if spec.expires_after_seconds is not None:
-                job.expires_at = spec.due_at + timedelta(seconds=spec.expires_after_seconds)
-        idempotency_record(team, list(created.values()), now)
-        jobs_insert(list(created.values()))
+
+        def build() -> Iterator[Job]:
+            for i, job_id, due, place in zip(fresh, ids, dues, places, strict=True):
+                spec = specs[i]
+                job = created[i] = builder.build(
+                    {
+                        "id": job_id,
+                        "due_at": due,
+                        "bucket": place,
+                        "shard": keys.shard_of(job_id, counts[place]),
+                        "target_kind": spec.target_kind,
+                        "target": spec.target,
+                        "payload": spec.payload,
+                        "metadata": spec.metadata,
+                        "idempotency_key": spec.idempotency_key,
+                        "request_fingerprint": spec.fingerprint() if spec.idempotency_key else "",
+                        "window_seconds": spec.window_seconds,
+                        "_payload_json": texts[i] if texts is not None else None,
+                    }
+                )
+                if spec.expires_after_seconds is not None:
+                    job.expires_at = spec.due_at + timedelta(seconds=spec.expires_after_seconds)
+                yield job
+
+        if not fresh:
+            pass  # every spec replays a job: nothing to write
+        elif any(specs[i].idempotency_key is not None for i in fresh):
+            jobs = list(build())
+            idempotency_record(team, jobs, now)  # a racing key fails before the rows go
+            jobs_insert(jobs)
+        else:
+            # Streamed: each row is sent as it is built, so PostgreSQL files the first
+            # rows of the batch while Python builds the rest (the two overlap on two cores).
+            jobs_insert(build())
         transaction.on_commit(lambda: _count_scheduled(created.values()))
     results: list[tuple[Job, bool]] = []
     for i in range(len(specs)):

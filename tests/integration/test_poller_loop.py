@@ -341,3 +341,21 @@ def test_pause_keeps_a_steady_cadence_while_jobs_arrive(team) -> None:
     assert poller._pause(1.5) == 0.0  # a pass longer than the interval: straight on
     poller.iterate(now=base + timedelta(seconds=7))  # nothing new: idle again
     assert poller.claimed_last == 0
+
+
+def test_pause_ends_when_the_next_pending_job_falls_due(team) -> None:
+    base = future_base()
+    poller = poller_build(sink=RecordingSink())
+    poller.poll_interval = 1.0
+    poller.iterate(now=base)
+    job_schedule_many(
+        team=team, specs=[job_spec(due_at=base + timedelta(seconds=10, milliseconds=300))], now=base
+    )
+    poller.iterate(now=base + timedelta(seconds=10))  # due in 0.3 s: seen ahead, not claimed
+    assert poller.claimed_last == 0
+    assert poller.next_due == base + timedelta(seconds=10, milliseconds=300)
+    assert 0.25 <= poller._pause(0.0) <= 0.3
+    poller.iterate(now=base + timedelta(seconds=10, milliseconds=299))  # 1 ms ahead
+    assert poller._pause(0.0) == pytest.approx(0.1)  # a tenth of the interval at least
+    poller.iterate(now=base + timedelta(seconds=11))
+    assert poller.claimed_last == 1 and poller.next_due is None

@@ -155,6 +155,49 @@ def test_bulk_of_a_thousand_is_a_handful_of_statements(team) -> None:
         assert job.shard == keys.shard_of(job.id, 64)
 
 
+def test_bulk_rows_stored_are_the_jobs_returned(team) -> None:
+    """Rows are streamed to the database as they are built: what is stored is what
+    the call returns, field for field, metadata labels shared or not."""
+    base = db_now() + timedelta(minutes=3)
+    specs = [
+        job_spec(due_at=base + timedelta(seconds=i), payload={"i": i}, metadata=meta)
+        for i, meta in enumerate([{"a": "1"}, {"a": "1"}, {}, {"b": "2", "a": "1"}] * 25)
+    ]
+    results = job_schedule_many(team=team, specs=specs)
+    stored = {job.id: job for job in Job.objects.all()}
+    assert len(stored) == 100
+    for (job, created), spec in zip(results, specs, strict=True):
+        row = stored[job.id]
+        assert created and row.team_id == team.pk and row.status == JobStatus.PENDING
+        assert (row.due_at, row.bucket, row.shard) == (job.due_at, job.bucket, job.shard)
+        assert (row.payload, row.metadata) == (spec.payload, spec.metadata)
+        assert row.shard == keys.shard_of(row.id, 64) and row.id.version == 4
+    # Every spec a replay: nothing is written, no empty COPY either.
+    keyed = [job_spec(in_seconds=60, idempotency_key=f"k{i}") for i in range(3)]
+    job_schedule_many(team=team, specs=keyed)
+    with CaptureQueriesContext(connection) as queries:
+        again = job_schedule_many(team=team, specs=keyed)
+    assert not any(created for _, created in again)
+    assert not any("COPY" in q["sql"] or "INSERT" in q["sql"] for q in queries)
+
+
+def test_a_job_that_fails_to_build_mid_batch_writes_nothing(team, monkeypatch) -> None:
+    from scheduling import services
+
+    real, calls = services.keys.shard_of, []
+
+    def shard_of(job_id, count):  # the 5th row fails after 4 were sent
+        calls.append(job_id)
+        if len(calls) == 5:
+            raise RuntimeError("boom")
+        return real(job_id, count)
+
+    monkeypatch.setattr(services.keys, "shard_of", shard_of)
+    with pytest.raises(RuntimeError):
+        job_schedule_many(team=team, specs=[job_spec(in_seconds=60) for _ in range(8)])
+    assert not Job.objects.exists()
+
+
 def test_bulk_is_all_or_nothing_and_names_the_bad_item(team) -> None:
     specs = [job_spec(in_seconds=60) for _ in range(5)]
     specs[3] = job_spec(due_at=datetime(2030, 1, 1))
