@@ -13,7 +13,7 @@ from datetime import datetime
 from uuid import UUID
 
 from polling.claims import Result
-from polling.dispatch.base import ClaimedJob, Outcome
+from polling.dispatch.base import ClaimedJob, Outcome, answered_in_order
 from polling.sqlutil import dt, is_postgres, rowcount, uid, values_rows
 from scheduling.dbcopy import copy_rows
 
@@ -78,8 +78,10 @@ def _triples(
     The usual batch (nothing expired, every row written, outcomes in the jobs'
     order, all delivered) lines up: a zip checked by identity, no UUID hashing.
     """
-    if len(written) == len(results) == len(outcomes) == len(jobs) and all(
-        r.job_id is o.job_id is j.id for j, o, r in zip(jobs, outcomes, results, strict=True)
+    if (
+        len(written) == len(results)
+        and answered_in_order(jobs, outcomes)
+        and answered_in_order(jobs, results)
     ):
         return zip(jobs, outcomes, results, strict=True)
     job_of = {j.id: j for j in jobs}

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from polling import conf
 from polling.claims import Result
-from polling.dispatch.base import ClaimedJob, Outcome
+from polling.dispatch.base import ClaimedJob, Outcome, answered_in_order
 from scheduling import keys
 from scheduling.buckets import shard_counts_record
 from scheduling.clock import open_bucket
@@ -39,11 +39,8 @@ def backoff_seconds(
 def _paired(
     jobs: Sequence[ClaimedJob], outcomes: Sequence[Outcome]
 ) -> Iterable[tuple[ClaimedJob, Outcome]]:
-    """Each outcome with its job. Sinks answer in the batch's order with the job's
-    own id object, so the common case is a zip checked by identity (no UUID hashing)."""
-    if len(jobs) == len(outcomes) and all(
-        o.job_id is j.id for j, o in zip(jobs, outcomes, strict=True)
-    ):
+    """Each outcome with its job: a zip in the usual case (``answered_in_order``)."""
+    if answered_in_order(jobs, outcomes):
         return zip(jobs, outcomes, strict=True)
     by_id = {job.id: job for job in jobs}
     return ((by_id[outcome.job_id], outcome) for outcome in outcomes)

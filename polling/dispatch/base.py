@@ -43,6 +43,23 @@ class Outcome:
     duration_seconds: float | None = None
 
 
+class _AboutAJob(Protocol):
+    @property
+    def job_id(self) -> UUID: ...
+
+
+def answered_in_order(jobs: Sequence[ClaimedJob], answers: Sequence[_AboutAJob]) -> bool:
+    """Whether ``answers[i]`` (an Outcome, a write-back Result) is about ``jobs[i]``, for all.
+
+    Sinks answer in the batch's order with the job's own id object
+    (``Outcome(job.id, ...)``), and results keep it, so this checks identity: no
+    UUID hashing, which per job of every batch cost more than the matching itself.
+    """
+    return len(jobs) == len(answers) and all(
+        a.job_id is j.id for j, a in zip(jobs, answers, strict=True)
+    )
+
+
 class Sink(Protocol):
     def deliver(self, jobs: Sequence[ClaimedJob]) -> list[Outcome]: ...
 

@@ -10,7 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from polling import conf
-from polling.dispatch.base import ClaimedJob, Outcome, Sink
+from polling.dispatch.base import ClaimedJob, Outcome, Sink, answered_in_order
 
 logger = logging.getLogger(__name__)
 
@@ -61,10 +61,8 @@ class Router:
             logger.exception("sink %s failed on a batch of %s jobs", kind, len(group))
             reason = f"sink {kind!r} failed: {type(error).__name__}: {error}"
             return [Outcome(j.id, "retry", error=reason) for j in group]
-        if len(answered) == len(group) and all(
-            o.job_id is j.id for j, o in zip(group, answered, strict=True)
-        ):
-            return list(answered)  # in order, for the jobs' own ids: no lookups
+        if answered_in_order(group, answered):
+            return list(answered)
         by_id = {o.job_id: o for o in answered}
         reason = f"sink {kind!r} returned no outcome"
         return [by_id.get(j.id) or Outcome(j.id, "retry", error=reason) for j in group]
