@@ -52,10 +52,13 @@ def django_setup(url: str, **env: str) -> None:
     django.setup()
 
 
-def raw_arguments(doc: str, *, jobs: int, keep: bool = False) -> argparse.Namespace:
+def raw_arguments(
+    doc: str, *, jobs: int, keep: bool = False, held_snapshot: bool = False
+) -> argparse.Namespace:
     """The raw benchmarks' flags: --jobs (default ``jobs``), --shards, --workers, --batch.
 
-    ``keep`` adds --keep (keep the scratch database). Every count must be positive.
+    ``keep`` adds --keep (keep the scratch database), ``held_snapshot`` adds
+    --held-snapshot. Every count must be positive.
     """
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=jobs)
@@ -64,6 +67,12 @@ def raw_arguments(doc: str, *, jobs: int, keep: bool = False) -> argparse.Namesp
     parser.add_argument("--batch", type=int, default=1000)
     if keep:
         parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    if held_snapshot:
+        parser.add_argument(
+            "--held-snapshot",
+            action="store_true",
+            help="hold a REPEATABLE READ snapshot open during each run",
+        )
     args = parser.parse_args()
     if min(args.jobs, args.shards, args.workers, args.batch) < 1:
         parser.error("--jobs, --shards, --workers and --batch must be positive")

@@ -4,9 +4,12 @@ The same burst (N jobs due within one minute) is claimed by P workers in
 1,000-row batches with ``FOR UPDATE SKIP LOCKED`` and marked done, first from a
 single ``due_at`` index that every worker reads at its hot end, then from the
 bucketed ``(bucket, shard, due_at)`` layout with workers owning disjoint shards.
-Both figures print side by side, measured in the same run.
+Both figures print side by side, measured in the same run. ``--held-snapshot``
+keeps a REPEATABLE READ transaction open during each run (a long report, a
+backup, a standby's feedback): the claimed rows' index entries then stay, and
+every claim walks past those of the rows claimed before it in its index range.
 
-    .venv/bin/python bench/naive.py [--jobs 200000] [--workers 2]
+    .venv/bin/python bench/naive.py [--jobs 200000] [--workers 2] [--held-snapshot]
 """
 
 from __future__ import annotations
@@ -61,8 +64,9 @@ def naive_worker(url: str, name: str, batch: int) -> int:
 
 
 def main() -> None:
-    args = raw_arguments(__doc__, jobs=200_000)
+    args = raw_arguments(__doc__, jobs=200_000, held_snapshot=True)
     url = scratch_database(DB)
+    holder = None
     try:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(NAIVE_SCHEMA)
@@ -73,13 +77,19 @@ def main() -> None:
         copy_rows(url, "jobs", "id, bucket, shard, due_at", rows)
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE")
+        if args.held_snapshot:
+            holder = hold_snapshot(url)
         n, seconds = run_workers(
             naive_worker, [(url, f"w{w}", args.batch) for w in range(args.workers)]
         )
         assert n == args.jobs, f"naive workers claimed {n} of {args.jobs}"
         naive = n / seconds
+        if holder is not None:
+            holder.close()
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE")  # the naive run's dead rows must not slow the next
+        if args.held_snapshot:
+            holder = hold_snapshot(url)
         bucketed = measure_claims(
             url,
             shards=args.shards,
@@ -92,8 +102,21 @@ def main() -> None:
         say("bucketed_claim_done_rows_per_second", bucketed, "rows/s")
         print(f"bucketed_over_naive: {bucketed / naive:.2f}x")
         print(f"jobs: {args.jobs}\nworkers: {args.workers}")
+        print(f"held_snapshot: {'yes' if args.held_snapshot else 'no'}")
     finally:
+        if holder is not None:
+            holder.close()
         drop_database(DB)
+
+
+def hold_snapshot(url: str) -> psycopg.Connection:
+    """An open REPEATABLE READ transaction that has taken its snapshot, as a long
+    report, a backup or a standby's feedback holds one: until it ends, the rows the
+    claims update stay visible to it, so their index entries cannot be removed."""
+    conn = psycopg.connect(url)
+    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    conn.execute("SELECT count(*) FROM jobs")
+    return conn
 
 
 if __name__ == "__main__":
