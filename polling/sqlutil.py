@@ -6,7 +6,6 @@ fields would: SQLite keeps datetimes as naive UTC text and UUIDs as 32 hex digit
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from uuid import UUID
 import orjson
 from django.db import DatabaseError, connection
 from django.utils.dateparse import parse_datetime
+from psycopg.types.datetime import TimestamptzLoader
 
 from scheduling.keys import EPOCH
 
@@ -94,16 +94,9 @@ def fetch_all(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     """
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            cursor.cursor.adapters.register_loader("timestamptz", _timestamptz_loader())
+            cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
         cursor.execute(sql, params)
         return list(cursor.fetchall()) if cursor.description else []
-
-
-@functools.cache
-def _timestamptz_loader() -> type:
-    from psycopg.types.datetime import TimestamptzLoader
-
-    return TimestamptzLoader
 
 
 def rowcount(sql: str, params: Sequence[Any]) -> int:

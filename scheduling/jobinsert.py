@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -80,6 +82,31 @@ class JobBuilder:
         return job
 
 
+# Version 4: the version nibble 4, the variant bits 10 (RFC 4122), as uuid.UUID sets them.
+_V4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_V4_SET = (4 << 76) | (0x8000 << 48)
+
+
+def new_job_ids(n: int) -> list[uuid.UUID]:
+    """``n`` random (version 4) UUIDs, as ``uuid.uuid4()`` makes them, from one urandom call.
+
+    Each is the UUID ``uuid.UUID(bytes=..., version=4)`` would build (the same
+    integer, version and variant bits set), filled in directly instead of through
+    its argument checks: ~0.7 us an id against ~1.8 us, a tenth of the bulk
+    path's Python time (tests/unit/test_new_ids.py holds the two side by side).
+    """
+    raw = os.urandom(16 * n)
+    from_bytes, new, put = int.from_bytes, object.__new__, object.__setattr__
+    unknown = uuid.SafeUUID.unknown
+    ids = []
+    for k in range(0, 16 * n, 16):
+        value = new(uuid.UUID)
+        put(value, "int", (from_bytes(raw[k : k + 16]) & _V4_CLEAR) | _V4_SET)
+        put(value, "is_safe", unknown)
+        ids.append(value)
+    return ids
+
+
 def _jsonb(value: Any) -> str:
     return _JSONB_VERSION + json.dumps(value, separators=(",", ":"))
 
@@ -93,14 +120,12 @@ def _rows(jobs: Iterable[Job]) -> Iterator[tuple[object, ...]]:
         text = d.get("_payload_json")
         metadata = d["metadata"]
         key = tuple(metadata.items()) if type(metadata) is dict else ()
-        try:
-            encoded = metadata_cache.get(key) if key else None  # hits are str -> str (below)
-        except TypeError:  # an unhashable value: not labels, never cached
-            encoded = None
-        if encoded is None:
+        if key and all(type(k) is str and type(v) is str for k, v in key):
+            encoded = metadata_cache.get(key)
+            if encoded is None:
+                encoded = metadata_cache[key] = _jsonb(metadata)
+        else:
             encoded = _jsonb(metadata)
-            if key and all(type(k) is str and type(v) is str for k, v in key):
-                metadata_cache[key] = encoded
         yield (
             d["id"],
             d["team_id"],

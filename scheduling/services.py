@@ -1,7 +1,8 @@
 """Writes: schedule, cancel and reschedule jobs.
 
-Elsewhere: cutovers in ``scheduling.cutovers``, bulk cancel in ``scheduling.cancels``,
-dead-letter requeue in ``scheduling.deadletters``.
+Elsewhere: the request (``JobSpec``) and its checks in ``scheduling.specs``, cutovers
+in ``scheduling.cutovers``, bulk cancel in ``scheduling.cancels``, dead-letter requeue
+in ``scheduling.deadletters``.
 
 Every service is keyword-only and transactional. Where a job lands:
 ``bucket = max(bucket_of(due_at), open_bucket(now))`` and
@@ -10,211 +11,39 @@ Every service is keyword-only and transactional. Where a job lands:
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import re
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.db import IntegrityError, transaction
 
-from scheduling import conf, handlers, keys, netguard
+from scheduling import conf, keys
 from scheduling.buckets import shard_counts_record
 from scheduling.clock import db_now, open_bucket
 
 # Re-exported: callers have always imported the cutover services from here.
 from scheduling.cutovers import cutover_earliest as cutover_earliest
 from scheduling.cutovers import cutover_schedule as cutover_schedule
-from scheduling.errors import (
-    InvalidDueTime,
-    InvalidTarget,
-    JobNotPending,
-    PayloadTooLarge,
-    SchedulingError,
-)
+from scheduling.errors import JobNotPending, SchedulingError
 from scheduling.gcpause import gc_paused
 from scheduling.idempotency import idempotency_record, is_key_violation
 from scheduling.idempotency import idempotency_resolve as _resolve_idempotency
-from scheduling.jobinsert import JobBuilder, jobs_insert
+from scheduling.jobinsert import JobBuilder, jobs_insert, new_job_ids
 from scheduling.jobrows import job_for_update, job_save_in_partition
 from scheduling.metrics import JOBS_SCHEDULED
-from scheduling.models import Job, JobStatus, TargetKind, Team
+from scheduling.models import Job, JobStatus, Team
 
-_HANDLER_NAME = re.compile(handlers.HANDLER_NAME_PATTERN)
-# json.dumps builds an encoder per call when given options; this one is reused.
-_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """What a client asks for: one job to deliver at ``due_at``."""
-
-    due_at: datetime
-    target_kind: str
-    target: str
-    # Any JSON value but null (the column is NOT NULL).
-    payload: Any = field(default_factory=dict)
-    metadata: dict[str, str] = field(default_factory=dict)
-    idempotency_key: str | None = None
-    # Spread the effective due time over [due_at, due_at + window] by id hash.
-    window_seconds: int = 0
-    # Past due_at + this, the job ends as expired instead of firing late.
-    expires_after_seconds: int | None = None
-
-    def fingerprint(self) -> str:
-        """sha256 of the canonical request, to tell an idempotent replay from a conflict."""
-        body = {
-            "due_at": self.due_at.astimezone(keys.EPOCH.tzinfo).isoformat(),
-            "target_kind": self.target_kind,
-            "target": self.target,
-            "payload": self.payload,
-            "metadata": self.metadata,
-            "window_seconds": self.window_seconds,
-            "expires_after_seconds": self.expires_after_seconds,
-        }
-        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
-        return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def _validate_due_at(due_at: datetime, now: datetime, latest: datetime | None = None) -> None:
-    """``latest`` is ``now`` + the horizon, when the caller checks many at once."""
-    if not isinstance(due_at, datetime):
-        raise InvalidDueTime("due_at must be a datetime.", field="due_at")
-    if due_at.tzinfo is None or due_at.tzinfo.utcoffset(due_at) is None:
-        raise InvalidDueTime(
-            "due_at must carry a UTC offset (for example 2027-03-01T09:00:00Z).", field="due_at"
-        )
-    if due_at > (latest or now + conf.max_horizon()):
-        raise InvalidDueTime(
-            f"due_at is more than {conf.max_horizon().days} days ahead"
-            " (SENDLATER_MAX_HORIZON_DAYS).",
-            field="due_at",
-        )
-
-
-def _validate_target(target_kind: str, target: str) -> None:
-    if target_kind == TargetKind.WEBHOOK:
-        if len(target) > 2048:
-            raise InvalidTarget("callback_url is longer than 2048 characters.", field="target")
-        parts = urlsplit(target)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise InvalidTarget("callback_url must be an absolute http(s) URL.", field="target")
-        try:
-            netguard.check_url(target, conf.callback_allowlist())
-        except netguard.BlockedTarget as error:
-            raise InvalidTarget(
-                f"callback_url is not allowed: {error} (SENDLATER_CALLBACK_ALLOWLIST).",
-                field="target",
-            ) from error
-    elif target_kind == TargetKind.HANDLER:
-        if not _HANDLER_NAME.match(target or ""):
-            raise InvalidTarget("handler name is not valid.", field="target")
-        if not handlers.is_registered(target):
-            raise InvalidTarget(
-                f"unknown handler {target!r}; registered: {', '.join(handlers.names())}.",
-                field="target",
-            )
-    else:
-        raise InvalidTarget("target kind must be 'webhook' or 'handler'.", field="target_kind")
-
-
-def _validate_payload(payload: Any, limit: int | None = None) -> str:
-    """Check the payload; return its compact JSON (the bulk path stores this text).
-
-    ``limit`` is SENDLATER_MAX_PAYLOAD_BYTES, when the caller checks many at once.
-    """
-    if payload is None:
-        raise SchedulingError("payload must not be null.", field="payload")
-    try:
-        text = _COMPACT_JSON.encode(payload)
-    except (TypeError, ValueError) as error:
-        raise SchedulingError("payload must be JSON.", field="payload") from error
-    size = len(text) if text.isascii() else len(text.encode())
-    limit = limit if limit is not None else conf.max_payload_bytes()
-    if size > limit:
-        raise PayloadTooLarge(
-            f"payload is {size} bytes as compact JSON; the limit is {limit} "
-            "(SENDLATER_MAX_PAYLOAD_BYTES).",
-            field="payload",
-        )
-    return text
-
-
-def job_spec_validate(spec: JobSpec, *, now: datetime) -> None:
-    """Raise a SchedulingError naming the field if ``spec`` cannot be scheduled."""
-    _SpecChecker(now).check(spec)
-
-
-class _SpecChecker:
-    """``job_spec_validate`` for a batch: settings read once, each target checked once.
-
-    A bulk request repeats the same handler or callback URL; its checks (a regex,
-    the registry, URL parsing and the SSRF guard) do not depend on the rest of
-    the spec, so a target that passed once passes for the whole batch.
-    """
-
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-        self.latest = now + conf.max_horizon()
-        self.payload_limit = conf.max_payload_bytes()
-        self.targets_ok: set[tuple[str, str]] = set()
-
-    def check(self, spec: JobSpec) -> str:
-        """Raise a SchedulingError naming the field; return the payload's compact JSON."""
-        _validate_due_at(spec.due_at, self.now, self.latest)
-        kind, target = spec.target_kind, spec.target
-        if not (isinstance(kind, str) and isinstance(target, str)) or (
-            (kind, target) not in self.targets_ok
-        ):
-            _validate_target(kind, target)
-            self.targets_ok.add((kind, target))
-        text = _validate_payload(spec.payload, self.payload_limit)
-        if spec.window_seconds < 0:
-            raise SchedulingError("window_seconds must not be negative.", field="window_seconds")
-        if spec.expires_after_seconds is not None and spec.expires_after_seconds < 0:
-            raise SchedulingError(
-                "expires_after_seconds must not be negative.", field="expires_after_seconds"
-            )
-        metadata = spec.metadata
-        if not isinstance(metadata, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
-        ):
-            raise SchedulingError("metadata must map strings to strings.", field="metadata")
-        return text
-
-
-# Version 4: the version nibble 4, the variant bits 10 (RFC 4122), as uuid.UUID sets them.
-_V4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
-_V4_SET = (4 << 76) | (0x8000 << 48)
-
-
-def _new_ids(n: int) -> list[uuid.UUID]:
-    """``n`` random (version 4) UUIDs, as ``uuid.uuid4()`` makes them, from one urandom call.
-
-    Each is the UUID ``uuid.UUID(bytes=..., version=4)`` would build (the same
-    integer, version and variant bits set), filled in directly instead of through
-    its argument checks: ~0.7 us an id against ~1.8 us, a tenth of the bulk
-    path's Python time (tests/unit/test_new_ids.py holds the two side by side).
-    """
-    raw = os.urandom(16 * n)
-    from_bytes, new, put = int.from_bytes, object.__new__, object.__setattr__
-    unknown = uuid.SafeUUID.unknown
-    ids = []
-    for k in range(0, 16 * n, 16):
-        value = new(uuid.UUID)
-        put(value, "int", (from_bytes(raw[k : k + 16]) & _V4_CLEAR) | _V4_SET)
-        put(value, "is_safe", unknown)
-        ids.append(value)
-    return ids
+# Re-exported: what a client asks for, and its checks, live in scheduling.specs.
+from scheduling.specs import JobSpec as JobSpec
+from scheduling.specs import SpecChecker, validate_due_at, validate_payload
+from scheduling.specs import job_spec_validate as job_spec_validate
 
 
 def _effective_due(job_id: uuid.UUID, due_at: datetime, window_seconds: int) -> datetime:
+    if not window_seconds:  # most jobs: no window, nothing to spread (no new datetime)
+        return due_at
     return due_at + keys.spread_offset(job_id, window_seconds)
 
 
@@ -236,11 +65,9 @@ def _schedule_once(
     with transaction.atomic():
         replays, aliases = _resolve_idempotency(team, specs)
         fresh = [i for i in range(len(specs)) if i not in replays and i not in aliases]
-        ids = _new_ids(len(fresh))
+        ids = new_job_ids(len(fresh))
         dues = [
             _effective_due(job_id, specs[i].due_at, specs[i].window_seconds)
-            if specs[i].window_seconds
-            else specs[i].due_at
             for i, job_id in zip(fresh, ids, strict=True)
         ]
         # The late-write rule of _place, with the open bucket computed once.
@@ -274,13 +101,11 @@ def _schedule_once(
                     job.expires_at = spec.due_at + timedelta(seconds=spec.expires_after_seconds)
                 yield job
 
-        if not fresh:
-            pass  # every spec replays a job: nothing to write
-        elif any(specs[i].idempotency_key is not None for i in fresh):
+        if any(specs[i].idempotency_key is not None for i in fresh):
             jobs = list(build())
             idempotency_record(team, jobs, now)  # a racing key fails before the rows go
             jobs_insert(jobs)
-        else:
+        elif fresh:  # (all replays: nothing to write)
             # Streamed: each row is sent as it is built, so PostgreSQL files the first
             # rows of the batch while Python builds the rest (the two overlap on two cores).
             jobs_insert(build())
@@ -322,7 +147,7 @@ def job_schedule_many(
     """
     now = now or db_now()
     with gc_paused():
-        checker = _SpecChecker(now)
+        checker = SpecChecker(now)
         texts = []
         for index, spec in enumerate(specs):
             try:
@@ -395,9 +220,9 @@ def job_reschedule(
     its expiry delay: ``expires_at`` moves with the due time it was counted from.
     """
     now = now or db_now()
-    _validate_due_at(due_at, now)
+    validate_due_at(due_at, now)
     if payload is not ...:
-        _validate_payload(payload)
+        validate_payload(payload)
     with transaction.atomic():
         job = _pending_job_for_update(team, job_id)
         old_bucket = job.bucket

@@ -14,7 +14,7 @@ from rest_framework import serializers
 from scheduling.api.fields import AwareDateTimeField, StrictCharField, StrictIntegerField
 from scheduling.clock import iso_utc
 from scheduling.models import Job, JobStatus, TargetKind
-from scheduling.services import JobSpec
+from scheduling.specs import JobSpec
 
 MAX_BULK_JOBS = 1000
 MAX_WINDOW_SECONDS = 86_400  # a day: wider windows are a different due time, not a window

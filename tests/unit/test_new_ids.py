@@ -1,15 +1,15 @@
-"""New job ids (``scheduling.services._new_ids``): the UUIDs ``uuid.uuid4()`` makes."""
+"""New job ids (``scheduling.jobinsert.new_job_ids``): the UUIDs ``uuid.uuid4()`` makes."""
 
 from __future__ import annotations
 
 import pickle
 import uuid
 
-from scheduling.services import _new_ids
+from scheduling.jobinsert import new_job_ids
 
 
 def test_ids_are_version_4_uuids_like_the_standard_librarys() -> None:
-    ids = _new_ids(2000)
+    ids = new_job_ids(2000)
     assert len(set(ids)) == 2000
     for value in ids:
         assert type(value) is uuid.UUID
@@ -23,4 +23,4 @@ def test_ids_are_version_4_uuids_like_the_standard_librarys() -> None:
 
 
 def test_none_asked_none_made() -> None:
-    assert _new_ids(0) == []
+    assert new_job_ids(0) == []
