@@ -355,7 +355,11 @@ def test_pause_ends_when_the_next_pending_job_falls_due(team) -> None:
     assert poller.claimed_last == 0
     assert poller.next_due == base + timedelta(seconds=10, milliseconds=300)
     assert 0.25 <= poller._pause(0.0) <= 0.3
-    poller.iterate(now=base + timedelta(seconds=10, milliseconds=299))  # 1 ms ahead
-    assert poller._pause(0.0) == pytest.approx(0.1)  # a tenth of the interval at least
+    # Due sooner than a tenth of the interval (0.5 s ahead, the floor 1 s; the margin
+    # leaves the pass itself real time to run without the job falling due in it).
+    poller.poll_interval = 10.0
+    poller.iterate(now=base + timedelta(seconds=9, milliseconds=800))
+    assert poller.claimed_last == 0
+    assert poller._pause(0.0) == pytest.approx(1.0)  # a tenth of the interval at least
     poller.iterate(now=base + timedelta(seconds=11))
     assert poller.claimed_last == 1 and poller.next_due is None
