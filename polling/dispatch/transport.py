@@ -1,0 +1,389 @@
+"""HTTP requests on libcurl's multi interface (pycurl), driven by one dispatcher thread.
+
+Why libcurl: measured here (docs/performance.md, ``bench/http_clients.py``) it sends
+the same signed POSTs at ~60 us of CPU each, against ~230 us for aiohttp and ~900 us
+for httpcore on threads; the HTTP parsing, connection reuse, timeouts and TLS all
+run in C, and curl releases the GIL while it waits, so the poller's database work
+runs beside it.
+
+What it guarantees, per request:
+
+- **SSRF at connect time.** libcurl resolves the host; every address it is about to
+  connect to goes through ``OPENSOCKETFUNCTION``, which checks it (``netguard``)
+  and refuses a blocked one before a socket exists. The check is on the address
+  actually connected to, so a DNS answer that changes after scheduling (rebinding)
+  cannot reach an internal host. Kept-alive connections were checked when opened.
+- **No redirects, no proxies from the environment, http and https only.**
+- **Bounded reads.** At most ``MAX_BODY_READ_BYTES`` of a response body are read;
+  past that the transfer is cut (the status is kept) and the connection dropped.
+- **Timeouts.** Connect ``connect_timeout``; a response that stalls (no byte) for
+  ``read_timeout`` seconds (whole seconds: libcurl's granularity), and any request
+  after ``connect + 3 * read`` in all.
+- **Per host:** at most ``max_per_host`` requests at once, started in the order
+  they were sent (FIFO); a circuit breaker (``HostGuard``) fails a host's requests
+  fast while it is open; at most ``queue_per_host`` wait behind the cap, and more
+  are answered ``deferred`` at once, so one slow host never fills a poller's window.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import certifi
+import pycurl
+
+from polling.dispatch.hostguard import HostGuard, HostOpen
+from scheduling import netguard
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY_READ_BYTES = 64 * 1024
+_IDLE_WAIT_SECONDS = 1.0  # nothing running: wake at least this often to notice close()
+_CURL_WAIT_CAP_SECONDS = 0.05  # curl asked for no particular wait while requests run
+
+
+@dataclass(slots=True)
+class Reply:
+    """What became of one request. ``status`` is None when no response arrived."""
+
+    status: int | None = None
+    retry_after: str | None = None  # the Retry-After header, as sent
+    excerpt: bytes = b""
+    error: str = ""
+    kind: str = ""  # "" | "timeout" | "network" | "blocked" | "host_open" | "deferred"
+    wait_hint: float | None = None  # seconds (host_open, deferred): when to try again
+    started: float = 0.0  # monotonic, when the request left the host's queue
+    finished: float = 0.0
+
+
+@dataclass(slots=True)
+class Request:
+    url: str
+    body: bytes
+    headers: list[str]
+    on_reply: Callable[[Reply], None]
+    host: str = ""  # "name:port", the key of the per-host cap and breaker
+    hostname: str = ""
+    queued: float = 0.0
+    reply: Reply = field(default_factory=Reply)
+    trial: bool = False  # the breaker's half-open trial
+    heard: float = 0.0  # monotonic, when a response byte last arrived (0: none yet)
+    chunks: list[bytes] = field(default_factory=list)  # the body read so far
+
+
+def host_key(url: str) -> tuple[str, str]:
+    """``("name:port", "name")`` of a URL (the default port of its scheme filled in)."""
+    parts = urlsplit(url)
+    name = (parts.hostname or "").lower()
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        port = 0
+    return f"{name}:{port}", name
+
+
+class Transport:
+    """Sends requests from any thread; replies arrive on the dispatcher thread."""
+
+    def __init__(
+        self,
+        *,
+        allowlist: netguard.Allowlist,
+        guard: HostGuard,
+        connect_timeout: float,
+        read_timeout: float,
+        max_connections: int,
+        queue_per_host: int,
+    ) -> None:
+        self.allowlist = allowlist
+        self.guard = guard
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self._next_stall_scan = 0.0
+        self.max_connections = max(1, max_connections)
+        self.queue_per_host = max(1, queue_per_host)
+        self._inbox: deque[Request] = deque()
+        self._waiting: dict[str, deque[Request]] = {}
+        self._active: dict[str, int] = {}
+        self._running: dict[pycurl.Curl, Request] = {}
+        self._idle_handles: list[pycurl.Curl] = []
+        self._latency: dict[str, float] = {}  # per host, smoothed seconds per request
+        self._closing = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._sleeping = False
+        self._multi = pycurl.CurlMulti()
+        self._multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, self.max_connections)
+        self._multi.setopt(pycurl.M_MAXCONNECTS, self.max_connections)
+        self._thread = threading.Thread(target=self._run, name="webhook-transport", daemon=True)
+        self._thread.start()
+
+    # --- any thread --------------------------------------------------------------
+
+    def send(self, requests: list[Request]) -> None:
+        """Queue ``requests`` (in this order) and wake the dispatcher."""
+        now = time.monotonic()
+        for request in requests:
+            request.host, request.hostname = host_key(request.url)
+            request.queued = now
+        self._inbox.extend(requests)  # deque.extend is atomic under the GIL
+        if self._sleeping:
+            self._wake()
+
+    def close(self) -> None:
+        """Stop the dispatcher; requests still running or queued get no reply."""
+        self._closing.set()
+        self._wake()
+        self._thread.join(timeout=5)
+        for handle in list(self._running) + self._idle_handles:
+            handle.close()
+        self._multi.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass  # the pipe is full (already woken) or closed
+
+    # --- the dispatcher thread ---------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._closing.is_set():
+            try:
+                self._admit_inbox()
+                self._start_ready()
+                self._perform()
+                self._cut_silent()
+                self._wait()
+            except Exception:  # never let the thread die: requests would hang
+                logger.exception("webhook transport: dispatcher loop failed")
+                time.sleep(0.1)
+
+    def _admit_inbox(self) -> None:
+        inbox = self._inbox
+        while inbox:
+            request = inbox.popleft()
+            waiting = self._waiting.get(request.host)
+            if waiting is None:
+                waiting = self._waiting[request.host] = deque()
+            try:
+                self.guard.check(request.host)
+            except HostOpen as error:
+                self._answer(request, kind="host_open", error=str(error), hint=error.retry_after)
+                continue
+            if len(waiting) >= self.queue_per_host:
+                hint = self._latency.get(request.host, 1.0) * len(waiting) / self.guard.max_per_host
+                self._answer(
+                    request,
+                    kind="deferred",
+                    error=f"deferred: {len(waiting)} requests already wait for {request.host}",
+                    hint=max(1.0, hint),
+                )
+                continue
+            waiting.append(request)
+
+    def _start_ready(self) -> None:
+        cap = self.guard.max_per_host
+        for host, waiting in self._waiting.items():
+            active = self._active.get(host, 0)
+            while waiting and active < cap and len(self._running) < self.max_connections:
+                request = waiting.popleft()
+                try:
+                    trial = self.guard.admit(host)
+                except HostOpen as error:
+                    self._answer(request, kind="host_open", error=str(error), hint=error.retry_after)
+                    continue
+                self._start(request, trial)
+                active += 1
+            self._active[host] = active
+        for host in [h for h, w in self._waiting.items() if not w and not self._active.get(h)]:
+            del self._waiting[host]
+
+    def _start(self, request: Request, trial: bool) -> None:
+        handle = self._idle_handles.pop() if self._idle_handles else self._new_handle()
+        reply = request.reply
+        reply.started = time.monotonic()
+        request.trial = trial
+        chunks = request.chunks
+        size = [0]
+
+        def on_body(chunk: bytes) -> int | None:
+            request.heard = time.monotonic()
+            size[0] += len(chunk)
+            chunks.append(chunk)
+            if size[0] > MAX_BODY_READ_BYTES:
+                reply.kind = "truncated"
+                return 0  # cut the transfer: the connection is dropped
+            return None
+
+        def on_header(line: bytes) -> None:
+            request.heard = time.monotonic()
+            if line[:12].lower() == b"retry-after:":
+                reply.retry_after = line[12:].decode("latin-1").strip()
+
+        hostname = request.hostname
+
+        def open_socket(_purpose: int, address: tuple) -> socket.socket | int:
+            family, socktype, protocol, sockaddr = address
+            ip = netguard.literal_address(sockaddr[0])
+            try:
+                if ip is None:
+                    raise netguard.BlockedTarget(f"unexpected address {sockaddr[0]!r}")
+                if not self.allowlist.allows_name(hostname):
+                    netguard.check_address(ip, self.allowlist)
+            except netguard.BlockedTarget as error:
+                reply.kind, reply.error = "blocked", f"blocked: {error}"
+                return pycurl.SOCKET_BAD
+            return socket.socket(family, socktype, protocol)
+
+        handle.setopt(pycurl.URL, request.url)
+        handle.setopt(pycurl.POSTFIELDS, request.body)
+        handle.setopt(pycurl.HTTPHEADER, request.headers)
+        handle.setopt(pycurl.WRITEFUNCTION, on_body)
+        handle.setopt(pycurl.HEADERFUNCTION, on_header)
+        handle.setopt(pycurl.OPENSOCKETFUNCTION, open_socket)
+        self._running[handle] = request
+        self._multi.add_handle(handle)
+
+    def _new_handle(self) -> pycurl.Curl:
+        handle = pycurl.Curl()
+        handle.setopt(pycurl.NOSIGNAL, 1)
+        handle.setopt(pycurl.POST, 1)
+        handle.setopt(pycurl.FOLLOWLOCATION, 0)
+        handle.setopt(pycurl.PROXY, "")  # never a proxy from the environment
+        handle.setopt(pycurl.NOPROXY, "*")
+        handle.setopt(pycurl.PROTOCOLS, pycurl.PROTO_HTTP | pycurl.PROTO_HTTPS)
+        handle.setopt(pycurl.REDIR_PROTOCOLS, 0)
+        handle.setopt(pycurl.TCP_NODELAY, 1)
+        handle.setopt(pycurl.CAINFO, certifi.where())
+        handle.setopt(pycurl.CONNECTTIMEOUT_MS, max(1, int(self.connect_timeout * 1000)))
+        # A response that stalls: under 1 byte/s for read_timeout (whole seconds, >= 1).
+        # The whole request: connect + 3 reads (the dispatch stall limit). A silent
+        # response is cut after read_timeout by _cut_silent (libcurl's low-speed
+        # check averages in the upload and cannot tell silence under ~5 s).
+        total = self.connect_timeout + 3 * self.read_timeout
+        handle.setopt(pycurl.TIMEOUT_MS, max(1, int(total * 1000)))
+        return handle
+
+    def _perform(self) -> None:
+        multi = self._multi
+        while True:
+            ret, _running = multi.perform()
+            if ret != pycurl.E_CALL_MULTI_PERFORM:
+                break
+        while True:
+            queued, ok, failed = multi.info_read()
+            for handle in ok:
+                self._finish(handle, None, "")
+            for handle, code, message in failed:
+                self._finish(handle, code, message)
+            if not queued:
+                break
+
+    def _cut_silent(self) -> None:
+        """Time out requests whose response has been silent for ``read_timeout``.
+
+        Silence counts from the last response byte, or, before the first, from when
+        the request was sent (libcurl's pre-transfer time: connecting has its own
+        timeout). Scanned a few times per read timeout, not on every loop.
+        """
+        now = time.monotonic()
+        if now < self._next_stall_scan or not self._running:
+            return
+        self._next_stall_scan = now + min(0.1, self.read_timeout / 4)
+        quiet_since = now - self.read_timeout
+        silent = []
+        for handle, request in self._running.items():
+            if request.heard:
+                if request.heard < quiet_since:
+                    silent.append(handle)
+                continue
+            if request.reply.started >= quiet_since:
+                continue
+            sent = handle.getinfo(pycurl.PRETRANSFER_TIME)
+            if sent and request.reply.started + sent < quiet_since:
+                silent.append(handle)
+        for handle in silent:
+            message = f"no response byte for {self.read_timeout:g}s"
+            self._finish(handle, pycurl.E_OPERATION_TIMEDOUT, message)
+
+    def _finish(self, handle: pycurl.Curl, code: int | None, message: str) -> None:
+        request = self._running.pop(handle)
+        self._multi.remove_handle(handle)
+        reply = request.reply
+        reply.finished = time.monotonic()
+        status = handle.getinfo(pycurl.RESPONSE_CODE) or None
+        reply.excerpt = b"".join(request.chunks)[:MAX_BODY_READ_BYTES]
+        request.chunks = []
+        truncated = reply.kind == "truncated"
+        if code is None or (truncated and status):
+            reply.status, reply.kind = status, ""
+        elif reply.kind != "blocked":
+            reply.status = None
+            if code == pycurl.E_OPERATION_TIMEDOUT:
+                reply.kind, reply.error = "timeout", f"timeout: {message}"
+            else:
+                reply.kind, reply.error = "network", f"ConnectError: curl {code}: {message}"
+        host = request.host
+        # A 4xx other than 429 is the job's fault, and a blocked address the guard's:
+        # the host itself is fine. 5xx, 429, timeouts and network errors count against it.
+        ok = reply.kind == "blocked" or (
+            reply.status is not None and reply.status < 500 and reply.status != 429
+        )
+        self.guard.record(host, ok=ok, trial=request.trial)
+        self._active[host] = self._active.get(host, 1) - 1
+        took = reply.finished - reply.started
+        self._latency[host] = 0.8 * self._latency.get(host, took) + 0.2 * took
+        self._idle_handles.append(handle)
+        self._deliver(request)
+
+    def _answer(self, request: Request, *, kind: str, error: str, hint: float | None) -> None:
+        reply = request.reply
+        reply.kind, reply.error, reply.wait_hint = kind, error, hint
+        reply.started = reply.finished = time.monotonic()
+        self._deliver(request)
+
+    @staticmethod
+    def _deliver(request: Request) -> None:
+        try:
+            request.on_reply(request.reply)
+        except Exception:
+            logger.exception("webhook transport: reply callback failed for %s", request.url)
+
+    def _wait(self) -> None:
+        if self._inbox:
+            return
+        multi = self._multi
+        readable, writable, broken = multi.fdset()
+        wait_ms = multi.timeout()
+        if self._running:
+            timeout = _CURL_WAIT_CAP_SECONDS if wait_ms < 0 else min(wait_ms / 1000, 1.0)
+        else:
+            timeout = _IDLE_WAIT_SECONDS
+        if timeout <= 0:
+            return
+        self._sleeping = True
+        try:
+            if self._inbox:
+                return
+            ready, _, _ = select.select([*readable, self._wake_r], writable, broken, timeout)
+        finally:
+            self._sleeping = False
+        if self._wake_r in ready:
+            try:
+                while os.read(self._wake_r, 4096):
+                    pass
+            except (BlockingIOError, OSError):
+                pass
