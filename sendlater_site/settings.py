@@ -326,11 +326,10 @@ SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS = env.float(
 # Requests at once to one host (host:port), and over all hosts (the connection pool).
 SENDLATER_WEBHOOK_MAX_PER_HOST = env.int("SENDLATER_WEBHOOK_MAX_PER_HOST", default=32)
 SENDLATER_WEBHOOK_MAX_CONNECTIONS = env.int("SENDLATER_WEBHOOK_MAX_CONNECTIONS", default=512)
-# Jobs that may wait for a busy host's slots: this many times its cap; more are handed
-# back to pending at once (not an attempt), so a slow host keeps to its own slots.
-SENDLATER_WEBHOOK_QUEUE_PER_HOST_FACTOR = env.int(
-    "SENDLATER_WEBHOOK_QUEUE_PER_HOST_FACTOR", default=4
-)
+# Jobs wait for a busy host's slots only as long as this (at the host's measured pace);
+# the rest are handed back to pending untried (not an attempt), so a slow host keeps to
+# its own slots and never fills a poller's window.
+SENDLATER_WEBHOOK_QUEUE_SECONDS = env.float("SENDLATER_WEBHOOK_QUEUE_SECONDS", default=2.0)
 SENDLATER_BREAKER_FAILURES = env.int("SENDLATER_BREAKER_FAILURES", default=5)
 SENDLATER_BREAKER_COOLDOWN_SECONDS = env.float("SENDLATER_BREAKER_COOLDOWN_SECONDS", default=10.0)
 SENDLATER_BREAKER_MAX_COOLDOWN_SECONDS = env.float(
@@ -341,10 +340,11 @@ for _name in (
     "SENDLATER_WRITEBACK_GROUP",
     "SENDLATER_WEBHOOK_MAX_PER_HOST",
     "SENDLATER_WEBHOOK_MAX_CONNECTIONS",
-    "SENDLATER_WEBHOOK_QUEUE_PER_HOST_FACTOR",
 ):
     if globals()[_name] < 1:
         raise ImproperlyConfigured(f"{_name} must be a positive integer.")
+if not 0 < SENDLATER_WEBHOOK_QUEUE_SECONDS <= 3600:
+    raise ImproperlyConfigured("SENDLATER_WEBHOOK_QUEUE_SECONDS must lie in (0, 3600].")
 if not 0 < SENDLATER_WRITEBACK_MILLISECONDS <= 10_000:
     raise ImproperlyConfigured("SENDLATER_WRITEBACK_MILLISECONDS must lie in (0, 10000].")
 if SENDLATER_WEBHOOK_MAX_CONNECTIONS > 800:

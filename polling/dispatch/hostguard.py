@@ -68,6 +68,15 @@ class HostGuard:
             breaker.trial_in_flight = True
             return True
 
+    def settings(self) -> dict[str, float]:
+        """The constructor's settings (to build the same guard in another process)."""
+        return {
+            "max_per_host": self.max_per_host,
+            "failure_threshold": self.failure_threshold,
+            "cooldown": self.base_cooldown,
+            "max_cooldown": self.max_cooldown,
+        }
+
     def check(self, host: str) -> None:
         """Raise HostOpen if the host's breaker is open (a probe: takes no trial)."""
         self._admit(host, probe=True)

@@ -1,10 +1,15 @@
-"""HTTP requests on libcurl's multi interface (pycurl), driven by one dispatcher thread.
+"""Webhook HTTP on libcurl's multi interface (pycurl), in a transport process of its own.
 
 Why libcurl: measured here (docs/performance.md, ``bench/http_clients.py``) it sends
 the same signed POSTs at ~60 us of CPU each, against ~230 us for aiohttp and ~900 us
-for httpcore on threads; the HTTP parsing, connection reuse, timeouts and TLS all
-run in C, and curl releases the GIL while it waits, so the poller's database work
-runs beside it.
+for httpcore on threads; the HTTP parsing, connection reuse, timeouts and TLS run
+in C. Why a process: libcurl calls back into Python for every response (headers,
+body, the connect check), and each call needs the GIL; next to a poller thread busy
+with its database work, every one of them waited for the GIL (a tenth of the
+throughput in a thread). The poller's process keeps the database; the transport
+process (``TransportProcess``, one per webhook sink, started with ``spawn``) signs
+and sends, and returns replies in batches over a pipe. If it dies, every request
+it held is answered as a network error (retried) and the next send starts a new one.
 
 What it guarantees, per request:
 
@@ -21,34 +26,44 @@ What it guarantees, per request:
   after ``connect + 3 * read`` in all.
 - **Per host:** at most ``max_per_host`` requests at once, started in the order
   they were sent (FIFO); a circuit breaker (``HostGuard``) fails a host's requests
-  fast while it is open; at most ``queue_per_host`` wait behind the cap, and more
-  are answered ``deferred`` at once, so one slow host never fills a poller's window.
+  fast while it is open. Behind the cap wait only as many as the host can take
+  within ``queue_seconds`` at its measured pace (``max_per_host * queue_seconds /
+  latency``, the latency being the host's smoothed time per request, or the age
+  of its oldest request still running if that is longer); the newest of the rest
+  are answered ``deferred`` (handed back to pending, untried), so a slow host
+  keeps to its own slots and never fills a poller's window.
 """
 
 from __future__ import annotations
 
 import logging
-import os
+import multiprocessing
 import select
+import signal
 import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
+from multiprocessing.connection import Connection
+from typing import Any
 from urllib.parse import urlsplit
 
 import certifi
 import pycurl
 
 from polling.dispatch.hostguard import HostGuard, HostOpen
+from polling.dispatch.signing import signed_headers
 from scheduling import netguard
 
 logger = logging.getLogger(__name__)
 
 MAX_BODY_READ_BYTES = 64 * 1024
-_IDLE_WAIT_SECONDS = 1.0  # nothing running: wake at least this often to notice close()
+_IDLE_WAIT_SECONDS = 1.0  # nothing running: wake at least this often
 _CURL_WAIT_CAP_SECONDS = 0.05  # curl asked for no particular wait while requests run
+_REPLY_BATCH = 256  # replies sent to the poller's process in one message at most
 
 
 @dataclass(slots=True)
@@ -66,11 +81,24 @@ class Reply:
 
 
 @dataclass(slots=True)
+class Outgoing:
+    """What the poller's process sends: one webhook to sign and deliver."""
+
+    token: int  # the sender's key for the reply
+    url: str
+    msg_id: str
+    body: bytes
+    headers: list[str]  # besides the three signature headers
+    secrets: list[str]
+    timestamp: datetime  # webhook-timestamp (the database's clock)
+
+
+@dataclass(slots=True)
 class Request:
+    token: int
     url: str
     body: bytes
     headers: list[str]
-    on_reply: Callable[[Reply], None]
     host: str = ""  # "name:port", the key of the per-host cap and breaker
     hostname: str = ""
     queued: float = 0.0
@@ -91,85 +119,91 @@ def host_key(url: str) -> tuple[str, str]:
     return f"{name}:{port}", name
 
 
-class Transport:
-    """Sends requests from any thread; replies arrive on the dispatcher thread."""
+class CurlLoop:
+    """The transport process's loop: requests in from ``conn``, replies out in batches."""
 
     def __init__(
         self,
         *,
+        conn: Connection,
         allowlist: netguard.Allowlist,
         guard: HostGuard,
         connect_timeout: float,
         read_timeout: float,
         max_connections: int,
-        queue_per_host: int,
+        queue_seconds: float,
     ) -> None:
+        self.conn = conn
         self.allowlist = allowlist
         self.guard = guard
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
-        self._next_stall_scan = 0.0
         self.max_connections = max(1, max_connections)
-        self.queue_per_host = max(1, queue_per_host)
+        self.queue_seconds = queue_seconds
+        self._next_stall_scan = 0.0
+        self._freed = False  # a request finished since the last wait (its slot is free)
         self._inbox: deque[Request] = deque()
+        self._outbox: list[tuple[int, Reply]] = []
         self._waiting: dict[str, deque[Request]] = {}
         self._active: dict[str, int] = {}
         self._running: dict[pycurl.Curl, Request] = {}
         self._idle_handles: list[pycurl.Curl] = []
         self._latency: dict[str, float] = {}  # per host, smoothed seconds per request
-        self._closing = threading.Event()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
-        self._sleeping = False
+        self._oldest_running: dict[str, float] = {}  # per host, start of its oldest request
+        self._free_at: dict[str, float] = {}  # per host, the next slot deferrals may book
+        self._closing = False
         self._multi = pycurl.CurlMulti()
         self._multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, self.max_connections)
         self._multi.setopt(pycurl.M_MAXCONNECTS, self.max_connections)
-        self._thread = threading.Thread(target=self._run, name="webhook-transport", daemon=True)
-        self._thread.start()
 
-    # --- any thread --------------------------------------------------------------
-
-    def send(self, requests: list[Request]) -> None:
-        """Queue ``requests`` (in this order) and wake the dispatcher."""
-        now = time.monotonic()
-        for request in requests:
-            request.host, request.hostname = host_key(request.url)
-            request.queued = now
-        self._inbox.extend(requests)  # deque.extend is atomic under the GIL
-        if self._sleeping:
-            self._wake()
-
-    def close(self) -> None:
-        """Stop the dispatcher; requests still running or queued get no reply."""
-        self._closing.set()
-        self._wake()
-        self._thread.join(timeout=5)
-        for handle in list(self._running) + self._idle_handles:
-            handle.close()
-        self._multi.close()
-        os.close(self._wake_r)
-        os.close(self._wake_w)
-
-    def _wake(self) -> None:
-        try:
-            os.write(self._wake_w, b"x")
-        except (BlockingIOError, OSError):
-            pass  # the pipe is full (already woken) or closed
-
-    # --- the dispatcher thread ---------------------------------------------------
-
-    def _run(self) -> None:
-        while not self._closing.is_set():
+    def run(self) -> None:
+        while not self._closing:
             try:
+                self._receive()
                 self._admit_inbox()
                 self._start_ready()
                 self._perform()
                 self._cut_silent()
+                self._send_replies()
                 self._wait()
-            except Exception:  # never let the thread die: requests would hang
-                logger.exception("webhook transport: dispatcher loop failed")
+            except (EOFError, OSError, BrokenPipeError):
+                return  # the poller's process is gone
+            except Exception:  # one bad request must not end the process
+                logger.exception("webhook transport: loop failed")
                 time.sleep(0.1)
+        for handle in list(self._running) + self._idle_handles:
+            handle.close()
+        self._multi.close()
+
+    def _receive(self) -> None:
+        while not self._closing and self.conn.poll():
+            message = self.conn.recv()
+            if message is None:
+                self._closing = True
+                return
+            now = time.monotonic()
+            for out in message:
+                headers = [
+                    *out.headers,
+                    *(
+                        f"{name}: {value}"
+                        for name, value in signed_headers(
+                            secrets=out.secrets,
+                            msg_id=out.msg_id,
+                            timestamp=out.timestamp,
+                            body=out.body,
+                        ).items()
+                    ),
+                ]
+                request = Request(out.token, out.url, out.body, headers)
+                request.host, request.hostname = host_key(out.url)
+                request.queued = now
+                self._inbox.append(request)
+
+    def _send_replies(self) -> None:
+        while self._outbox:
+            batch, self._outbox = self._outbox[:_REPLY_BATCH], self._outbox[_REPLY_BATCH:]
+            self.conn.send(batch)
 
     def _admit_inbox(self) -> None:
         inbox = self._inbox
@@ -183,16 +217,40 @@ class Transport:
             except HostOpen as error:
                 self._answer(request, kind="host_open", error=str(error), hint=error.retry_after)
                 continue
-            if len(waiting) >= self.queue_per_host:
-                hint = self._latency.get(request.host, 1.0) * len(waiting) / self.guard.max_per_host
+            waiting.append(request)
+        self._defer_excess()
+
+    def _pace(self, host: str, now: float) -> float:
+        """Seconds one request to ``host`` takes: smoothed, or longer if one runs longer."""
+        pace = self._latency.get(host, 0.0)
+        oldest = self._oldest_running.get(host)
+        if oldest is not None:
+            pace = max(pace, now - oldest)
+        return pace
+
+    def _defer_excess(self) -> None:
+        """Hand back the newest waiting requests a host cannot start within queue_seconds."""
+        now = time.monotonic()
+        cap = self.guard.max_per_host
+        for host, waiting in self._waiting.items():
+            if not waiting:
+                continue
+            pace = self._pace(host, now)
+            if pace <= 0:
+                continue  # nothing measured yet: a first round goes out
+            allowed = int(cap * self.queue_seconds / pace)
+            while len(waiting) > allowed:
+                request = waiting.pop()
+                # Book the host's next free slot at its pace (a virtual clock): deferred
+                # requests come back spread at the rate the host takes them, not all at once.
+                slot = max(self._free_at.get(host, 0.0), now + pace * len(waiting) / cap)
+                self._free_at[host] = slot + pace / cap
                 self._answer(
                     request,
                     kind="deferred",
-                    error=f"deferred: {len(waiting)} requests already wait for {request.host}",
-                    hint=max(1.0, hint),
+                    error=f"deferred: {host} is busy ({len(waiting)} waiting, {pace:.1f}s each)",
+                    hint=max(1.0, slot - now),
                 )
-                continue
-            waiting.append(request)
 
     def _start_ready(self) -> None:
         cap = self.guard.max_per_host
@@ -206,6 +264,7 @@ class Transport:
                     self._answer(request, kind="host_open", error=str(error), hint=error.retry_after)
                     continue
                 self._start(request, trial)
+                self._oldest_running.setdefault(host, request.reply.started)
                 active += 1
             self._active[host] = active
         for host in [h for h, w in self._waiting.items() if not w and not self._active.get(h)]:
@@ -303,6 +362,7 @@ class Transport:
         if now < self._next_stall_scan or not self._running:
             return
         self._next_stall_scan = now + min(0.1, self.read_timeout / 4)
+        self._defer_excess()  # a host that slowed down since its requests queued
         quiet_since = now - self.read_timeout
         silent = []
         for handle, request in self._running.items():
@@ -346,7 +406,14 @@ class Transport:
         self._active[host] = self._active.get(host, 1) - 1
         took = reply.finished - reply.started
         self._latency[host] = 0.8 * self._latency.get(host, took) + 0.2 * took
+        if self._oldest_running.get(host) == reply.started:
+            starts = [r.reply.started for r in self._running.values() if r.host == host]
+            if starts:
+                self._oldest_running[host] = min(starts)
+            else:
+                del self._oldest_running[host]
         self._idle_handles.append(handle)
+        self._freed = True
         self._deliver(request)
 
     def _answer(self, request: Request, *, kind: str, error: str, hint: float | None) -> None:
@@ -355,16 +422,13 @@ class Transport:
         reply.started = reply.finished = time.monotonic()
         self._deliver(request)
 
-    @staticmethod
-    def _deliver(request: Request) -> None:
-        try:
-            request.on_reply(request.reply)
-        except Exception:
-            logger.exception("webhook transport: reply callback failed for %s", request.url)
+    def _deliver(self, request: Request) -> None:
+        self._outbox.append((request.token, request.reply))
 
     def _wait(self) -> None:
-        if self._inbox:
-            return
+        freed, self._freed = self._freed, False
+        if self._inbox or (freed and self._waiting):
+            return  # new requests, or slots freed for waiting ones: start them first
         multi = self._multi
         readable, writable, broken = multi.fdset()
         wait_ms = multi.timeout()
@@ -372,18 +436,89 @@ class Transport:
             timeout = _CURL_WAIT_CAP_SECONDS if wait_ms < 0 else min(wait_ms / 1000, 1.0)
         else:
             timeout = _IDLE_WAIT_SECONDS
-        if timeout <= 0:
+        if timeout > 0:
+            select.select([*readable, self.conn.fileno()], writable, broken, timeout)
+
+
+def _transport_main(conn: Connection, config: dict[str, Any]) -> None:
+    """The transport process: serve ``conn`` until it closes or says stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the poller, which stops us
+    guard = HostGuard(**config.pop("guard"))
+    CurlLoop(conn=conn, guard=guard, **config).run()
+
+
+class TransportProcess:
+    """The poller's side: sends requests to the transport process, reads its replies.
+
+    ``on_replies`` is called on a reader thread with each batch of ``(token,
+    Reply)``; tokens of requests the process never answered (it died) are answered
+    with a network error.
+    """
+
+    def __init__(
+        self, *, config: dict[str, Any], on_replies: Callable[[list[tuple[int, Reply]]], None]
+    ) -> None:
+        self.config = config
+        self.on_replies = on_replies
+        self._lock = threading.Lock()
+        self._conn: Connection | None = None
+        self._process: Any = None
+        self._outstanding: set[int] = set()
+
+    def send(self, batch: list[Outgoing]) -> None:
+        with self._lock:
+            if self._conn is None:
+                self._start()
+            self._outstanding.update(out.token for out in batch)
+            assert self._conn is not None
+            self._conn.send(batch)
+
+    def close(self) -> None:
+        with self._lock:
+            conn, process = self._conn, self._process
+            self._conn = None
+        if conn is None:
             return
-        self._sleeping = True
         try:
-            if self._inbox:
-                return
-            ready, _, _ = select.select([*readable, self._wake_r], writable, broken, timeout)
-        finally:
-            self._sleeping = False
-        if self._wake_r in ready:
-            try:
-                while os.read(self._wake_r, 4096):
-                    pass
-            except (BlockingIOError, OSError):
-                pass
+            conn.send(None)
+        except OSError:
+            pass
+        process.join(timeout=5)
+        if process.is_alive():
+            process.kill()
+            process.join(timeout=5)
+
+    def _start(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        mine, theirs = context.Pipe(duplex=True)
+        self._process = context.Process(
+            target=_transport_main,
+            args=(theirs, dict(self.config)),
+            name="sendlater-webhook-transport",
+            daemon=True,
+        )
+        self._process.start()
+        theirs.close()
+        self._conn = mine
+        threading.Thread(
+            target=self._read, args=(mine,), name="webhook-replies", daemon=True
+        ).start()
+
+    def _read(self, conn: Connection) -> None:
+        try:
+            while True:
+                batch = conn.recv()
+                with self._lock:
+                    self._outstanding.difference_update(token for token, _ in batch)
+                self.on_replies(batch)
+        except (EOFError, OSError):
+            pass
+        with self._lock:
+            lost, self._outstanding = self._outstanding, set()
+            if self._conn is conn:
+                self._conn = None  # the process is gone: the next send starts another
+        if lost:
+            logger.error("webhook transport process exited with %s requests unanswered", len(lost))
+            now = time.monotonic()
+            reply = Reply(kind="network", error="transport process exited", started=now, finished=now)
+            self.on_replies([(token, reply) for token in lost])

@@ -1,16 +1,18 @@
 """The webhook sink: signed HTTP POSTs to each job's callback URL.
 
-``submit`` signs each job's request on the caller's thread (the poller's) and
-hands it to the transport (``polling.dispatch.transport``: libcurl on one
-dispatcher thread, keep-alive, each host capped and guarded by a circuit breaker,
-SSRF-checked at connect, no redirects, bounded reads); each reply becomes an
-``Outcome`` reported through ``done`` as soon as it arrives.
+``submit`` builds each job's body on the caller's thread (the poller's) and hands
+it to the transport process (``polling.dispatch.transport``: signing, libcurl,
+keep-alive, each host capped and guarded by a circuit breaker, SSRF-checked at
+connect, no redirects, bounded reads); each reply becomes an ``Outcome``
+reported through ``done`` as soon as it arrives.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -22,9 +24,8 @@ from django.conf import settings
 from polling.dbtime import DB_TIME
 from polling.dispatch.base import ClaimedJob, Done, Outcome, deliver_all
 from polling.dispatch.hostguard import HostGuard
-from polling.dispatch.signing import signed_headers
 from polling.dispatch.team_secrets import SecretsLookup, team_signing_secrets
-from polling.dispatch.transport import Reply, Request, Transport
+from polling.dispatch.transport import Outgoing, Reply, TransportProcess
 from polling.renewer import PROGRESS
 from scheduling import conf
 from scheduling.clock import iso_utc
@@ -78,6 +79,13 @@ def request_body(job: ClaimedJob) -> bytes:
         return json.dumps(body, separators=(",", ":")).encode()
 
 
+_HEADERS = [
+    "content-type: application/json",
+    f"user-agent: {USER_AGENT}",
+    "expect:",  # no 100-continue round trip
+]
+
+
 class WebhookSink:
     """Deliver webhook jobs; reports one Outcome per job, never raises per job."""
 
@@ -91,30 +99,37 @@ class WebhookSink:
         read_timeout: float | None = None,
         guard: HostGuard | None = None,
         clock: Callable[[], datetime] = DB_TIME.now,
-        queue_per_host: int | None = None,
+        queue_seconds: float | None = None,
     ) -> None:
         """``max_connections``: requests in flight at once over all hosts (the
         connection pool; default SENDLATER_WEBHOOK_MAX_CONNECTIONS). ``concurrency``
         (the handler threads every sink is built with) does not apply: webhooks run
-        on one dispatcher thread, bounded by the window and the per-host cap."""
+        in one transport process, bounded by the window and the per-host cap.
+        ``guard`` gives the per-host cap and breaker settings (the transport process
+        keeps the state)."""
         del concurrency
         self.secrets_for = secrets_for or team_signing_secrets
         self.clock = clock
-        self.guard = guard or HostGuard(
+        guard = guard or HostGuard(
             max_per_host=settings.SENDLATER_WEBHOOK_MAX_PER_HOST,
             failure_threshold=settings.SENDLATER_BREAKER_FAILURES,
             cooldown=settings.SENDLATER_BREAKER_COOLDOWN_SECONDS,
             max_cooldown=settings.SENDLATER_BREAKER_MAX_COOLDOWN_SECONDS,
         )
-        self.transport = Transport(
-            allowlist=conf.callback_allowlist(),
-            guard=self.guard,
-            connect_timeout=connect_timeout or settings.SENDLATER_WEBHOOK_CONNECT_TIMEOUT_SECONDS,
-            read_timeout=read_timeout or settings.SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS,
-            max_connections=max_connections or settings.SENDLATER_WEBHOOK_MAX_CONNECTIONS,
-            queue_per_host=queue_per_host
-            or self.guard.max_per_host * settings.SENDLATER_WEBHOOK_QUEUE_PER_HOST_FACTOR,
-        )
+        config = {
+            "allowlist": conf.callback_allowlist(),
+            "guard": guard.settings(),
+            "connect_timeout": connect_timeout
+            or settings.SENDLATER_WEBHOOK_CONNECT_TIMEOUT_SECONDS,
+            "read_timeout": read_timeout or settings.SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS,
+            "max_connections": max_connections or settings.SENDLATER_WEBHOOK_MAX_CONNECTIONS,
+            "queue_seconds": queue_seconds or settings.SENDLATER_WEBHOOK_QUEUE_SECONDS,
+        }
+        self.transport = TransportProcess(config=config, on_replies=self._on_replies)
+        self._tokens = itertools.count()
+        self._lock = threading.Lock()
+        # token -> (job, done, when signed: database time, monotonic time)
+        self._pending: dict[int, tuple[ClaimedJob, Done, datetime, float]] = {}
 
     def submit(self, jobs: Sequence[ClaimedJob], done: Done) -> None:
         if not jobs:
@@ -122,33 +137,23 @@ class WebhookSink:
         secrets = self.secrets_for({job.team_id for job in jobs})
         signed_at = self.clock()  # the database's clock (receivers check it, +-5 min)
         signed_mono = time.monotonic()
-        requests = []
+        batch: list[Outgoing] = []
+        pending = []
         for job in jobs:
             keys = secrets.get(job.team_id)
             if not keys:
                 done(job, Outcome(job.id, "retry", error="team has no signing secret"))
                 continue
-            body = request_body(job)
-            headers = [
-                "content-type: application/json",
-                f"user-agent: {USER_AGENT}",
-                "expect:",  # no 100-continue round trip
-                *(
-                    f"{name}: {value}"
-                    for name, value in signed_headers(
-                        secrets=keys, msg_id=str(job.id), timestamp=signed_at, body=body
-                    ).items()
-                ),
-            ]
-            requests.append(
-                Request(
-                    url=job.target,
-                    body=body,
-                    headers=headers,
-                    on_reply=self._replier(job, done, signed_at, signed_mono),
-                )
+            token = next(self._tokens)
+            pending.append((token, (job, done, signed_at, signed_mono)))
+            batch.append(
+                Outgoing(token, job.target, str(job.id), request_body(job), _HEADERS, keys, signed_at)
             )
-        self.transport.send(requests)
+        if not batch:
+            return
+        with self._lock:
+            self._pending.update(pending)
+        self.transport.send(batch)
 
     def deliver(self, jobs: Sequence[ClaimedJob]) -> list[Outcome]:
         """Deliver ``jobs`` and wait for all of them (tests and one-off callers)."""
@@ -157,17 +162,19 @@ class WebhookSink:
     def close(self) -> None:
         self.transport.close()
 
-    def _replier(
-        self, job: ClaimedJob, done: Done, signed_at: datetime, signed_mono: float
-    ) -> Callable[[Reply], None]:
-        def on_reply(reply: Reply) -> None:
-            PROGRESS.touch()  # a delivery finished: the work is moving (lease renewer)
+    def _on_replies(self, replies: list[tuple[int, Reply]]) -> None:
+        """The transport's replies (on its reader thread): each becomes an Outcome."""
+        with self._lock:
+            entries = [(self._pending.pop(token, None), reply) for token, reply in replies]
+        PROGRESS.touch()  # deliveries finished: the work is moving (lease renewer)
+        for entry, reply in entries:
+            if entry is None:
+                continue
+            job, done, signed_at, signed_mono = entry
             outcome = self._outcome(job, reply)
-            outcome.started_at = signed_at + timedelta(seconds=reply.started - signed_mono)
-            outcome.duration_seconds = reply.finished - reply.started
+            outcome.started_at = signed_at + timedelta(seconds=max(0.0, reply.started - signed_mono))
+            outcome.duration_seconds = max(0.0, reply.finished - reply.started)
             done(job, outcome)
-
-        return on_reply
 
     def _outcome(self, job: ClaimedJob, reply: Reply) -> Outcome:
         if reply.status is None:
