@@ -100,7 +100,9 @@ def receiver(port: int, slow_seconds: float) -> None:
                 body = await reader.readexactly(length) if length else b""
                 if lines[0].startswith("GET /stats"):
                     raw = stats()
-                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(raw), raw))
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(raw), raw)
+                    )
                 elif lines[0].startswith("GET /reset"):
                     first.clear(), lags.clear(), counts.update(requests=0, early=0)
                     writer.write(RESPONSE)
@@ -247,7 +249,10 @@ def main() -> int:
         shapes = args.shapes.split(",")
         if "a" in shapes:
             run(args, "a", 2, jobs=args.jobs, spread=59.9, hosts=["127.0.0.1"], raw=one)
-        for shape, hosts, raw in (("b", ["127.0.0.1"], one), ("c", [*FAST_HOSTS, SLOW_HOST], eight)):
+        for shape, hosts, raw in (
+            ("b", ["127.0.0.1"], one),
+            ("c", [*FAST_HOSTS, SLOW_HOST], eight),
+        ):
             if shape in shapes:
                 for pollers in counts:
                     run(args, shape, pollers, jobs=args.backlog, spread=0.0, hosts=hosts, raw=raw)
@@ -319,7 +324,9 @@ def run(
             due = first + timedelta(seconds=spread * i / jobs)
             payload = {"i": i, "d": due.timestamp()}
             specs.append(
-                JobSpec(due_at=due, target_kind="webhook", target=urls[i % len(urls)], payload=payload)
+                JobSpec(
+                    due_at=due, target_kind="webhook", target=urls[i % len(urls)], payload=payload
+                )
             )
         job_schedule_many(team=team, specs=specs)
     expected_fast = sum(1 for i in range(jobs) if i % len(urls) < fast)

@@ -147,7 +147,9 @@ class WebhookSink:
             token = next(self._tokens)
             pending.append((token, (job, done, signed_at, signed_mono)))
             batch.append(
-                Outgoing(token, job.target, str(job.id), request_body(job), _HEADERS, keys, signed_at)
+                Outgoing(
+                    token, job.target, str(job.id), request_body(job), _HEADERS, keys, signed_at
+                )
             )
         if not batch:
             return
@@ -172,7 +174,9 @@ class WebhookSink:
                 continue
             job, done, signed_at, signed_mono = entry
             outcome = self._outcome(job, reply)
-            outcome.started_at = signed_at + timedelta(seconds=max(0.0, reply.started - signed_mono))
+            outcome.started_at = signed_at + timedelta(
+                seconds=max(0.0, reply.started - signed_mono)
+            )
             outcome.duration_seconds = max(0.0, reply.finished - reply.started)
             done(job, outcome)
 
