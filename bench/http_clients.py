@@ -8,8 +8,9 @@ Usage (from the repository root; no database):
 Starts the receiver of ``bench/webhook.py`` in its own process and sends N signed
 POSTs (JSON body, Standard Webhooks HMAC, a fresh id each) with each client over
 C keep-alive connections: a plain asyncio client (the raw reference: request bytes
-written by hand, no library), aiohttp, httpcore's async pool (anyio) and httpcore's
-sync pool on C threads (the sink before the pipelined engine). Prints, per client,
+written by hand, no library), aiohttp, libcurl's multi interface (pycurl, what the
+webhook transport uses), httpcore's async pool (anyio) and httpcore's sync pool on
+C threads (the sink before the pipelined engine). Prints, per client,
 ``requests_per_second``, ``cpu_us_per_request`` (this process's CPU time, user +
 system, over N) and the ratio to the raw reference.
 """
@@ -28,12 +29,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
-import uvloop
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.webhook import receiver  # noqa: E402
+from bench.webhook import receiver  # noqa: E402  (args: port, slow_seconds)
 from polling.dispatch.signing import signed_headers  # noqa: E402
 
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -184,7 +184,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.requests < 1 or args.connections < 1:
         parser.error("--requests and --connections must be positive")
-    rx = mp.get_context("spawn").Process(target=receiver, args=(args.port,), daemon=True)
+    rx = mp.get_context("spawn").Process(target=receiver, args=(args.port, 0.0), daemon=True)
     rx.start()
     time.sleep(1.0)
     url = f"http://127.0.0.1:{args.port}/hook"
@@ -192,7 +192,6 @@ def main() -> int:
     clients: dict[str, Callable[[], None]] = {
         "raw_asyncio": lambda: asyncio.run(_raw("127.0.0.1", args.port, n, c)),
         "aiohttp": lambda: asyncio.run(_aiohttp(url, n, c)),
-        "aiohttp_uvloop": lambda: uvloop.run(_aiohttp(url, n, c)),
         "pycurl_multi": lambda: _pycurl(url, n, c),
         "httpcore_async": lambda: asyncio.run(_httpcore_async(url, n, c)),
         "httpcore_threads": lambda: _httpcore_threads(url, n, c),

@@ -324,7 +324,7 @@ SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS = env.float(
     "SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS", default=15.0
 )
 # Requests at once to one host (host:port), and over all hosts (the connection pool).
-SENDLATER_WEBHOOK_MAX_PER_HOST = env.int("SENDLATER_WEBHOOK_MAX_PER_HOST", default=32)
+SENDLATER_WEBHOOK_MAX_PER_HOST = env.int("SENDLATER_WEBHOOK_MAX_PER_HOST", default=64)
 SENDLATER_WEBHOOK_MAX_CONNECTIONS = env.int("SENDLATER_WEBHOOK_MAX_CONNECTIONS", default=512)
 # Jobs wait for a busy host's slots only as long as this (at the host's measured pace);
 # the rest are handed back to pending untried (not an attempt), so a slow host keeps to
