@@ -1,22 +1,43 @@
-"""Webhook benchmark: N jobs delivered by P pollers to a local keep-alive receiver.
+"""Webhook benchmark: real webhook deliveries by P pollers, against a raw reference.
 
 Usage (from the repository root, PostgreSQL on 127.0.0.1:5432):
 
-    .venv/bin/python bench/webhook.py                     # N=50000, P=2
-    .venv/bin/python bench/webhook.py -n 20000 -p 1,2
+    .venv/bin/python bench/webhook.py                          # every shape, full size
+    .venv/bin/python bench/webhook.py --shapes b -p 1,2 --backlog 100000
+    .venv/bin/python bench/webhook.py --shapes a -n 200000
 
-Drops and recreates the database ``sendlater_bench_webhook``, starts a minimal
-asyncio HTTP/1.1 receiver (keep-alive, answers 200, counts deliveries per
-``webhook-id``) in its own process on 127.0.0.1:8650, schedules the jobs due
-within one bucket, starts P ``runpoller`` processes (the real webhook sink:
-signatures, SSRF-checked connects, per-host cap), waits until every job is
-delivered and prints ``name: value unit`` lines. Everything it starts is stopped.
+Drops and recreates the database ``sendlater_bench_webhook`` and starts one
+receiver process: a minimal asyncio HTTP/1.1 server (keep-alive, answers 200) on
+127.0.0.1 and on eight more loopback addresses 127.0.0.2-127.0.0.9 (eight
+"customers"; ``SENDLATER_CALLBACK_ALLOWLIST=127.0.0.0/8``), where 127.0.0.9 answers
+only after ``--slow-seconds`` (5) in shape (c). It records, per ``webhook-id``, the
+first arrival and its lag behind the job's due time (carried in the payload), and
+counts repeats (duplicates) and arrivals before the due time (early).
+
+First, the **raw reference**: a plain asyncio client (request bytes written by
+hand, the same Standard Webhooks signing, a fresh id each, 32 keep-alive
+connections, no database) sends ``--raw-requests`` POSTs to the same receiver, on
+one address and spread over the eight. Then the shapes, each with fresh jobs
+scheduled through ``job_schedule_many`` and P ``runpoller`` processes with the real
+webhook sink:
+
+- (a) ``-n`` (1,000,000) webhooks due evenly over one minute, 2 pollers, one receiver;
+- (b) ``--backlog`` (300,000) due at one instant, 1 and 2 pollers, one receiver;
+- (c) as (b) over the eight receivers, one of them slow: the run ends when the seven
+  fast receivers have every job; the slow one's jobs wait their turn (pending).
+
+Prints ``name[shape,P=p]: value unit`` lines: delivered_per_second, lag_p50/p99/max
+(seconds, at the receiver), lost, duplicates, early, poller_peak_rss_mb and
+ratio_to_raw (delivered_per_second over the raw reference's requests/s). Everything
+it starts is stopped and the database is dropped.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
+import io
 import json
 import multiprocessing as mp
 import os
@@ -24,20 +45,49 @@ import subprocess
 import sys
 import time
 import urllib.request
-from datetime import timedelta
+import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: text/plain\r\n\r\nok"
+FAST_HOSTS = [f"127.0.0.{i}" for i in range(2, 9)]
+SLOW_HOST = "127.0.0.9"
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+_children: list[subprocess.Popen[bytes]] = []
 
 
-def receiver(port: int) -> None:
-    """Serve until killed: POST counts a delivery, GET /stats reports the counts."""
-    seen: dict[str, int] = {}
+# --- the receiver (its own process) ---------------------------------------------------
+
+
+def receiver(port: int, slow_seconds: float) -> None:
+    """Serve until killed. POST: record a delivery; GET /stats: report; GET /reset."""
+    first: dict[str, float] = {}  # webhook-id -> first arrival (unix time)
+    lags: dict[str, list[float]] = {}  # local address -> lag of each first arrival
+    counts = {"requests": 0, "early": 0}
+
+    def stats() -> bytes:
+        def pct(values: list[float], q: float) -> float:
+            return values[min(len(values) - 1, int(q * len(values)))] if values else 0.0
+
+        report = {"requests": counts["requests"], "unique": len(first), "early": counts["early"]}
+        report["first_at"] = min(first.values(), default=0.0)
+        report["last_at"] = max(first.values(), default=0.0)
+        for group, values in lags.items():
+            values.sort()
+            report[group] = {
+                "n": len(values),
+                "p50": pct(values, 0.5),
+                "p99": pct(values, 0.99),
+                "max": values[-1] if values else 0.0,
+            }
+        return json.dumps(report).encode()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        local = writer.get_extra_info("sockname")[0]
+        slow = local == SLOW_HOST and slow_seconds > 0
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -47,17 +97,27 @@ def receiver(port: int) -> None:
                     for k, _, v in (line.partition(":") for line in lines[1:] if line)
                 }
                 length = int(headers.get("content-length", "0"))
-                if length:
-                    await reader.readexactly(length)
+                body = await reader.readexactly(length) if length else b""
                 if lines[0].startswith("GET /stats"):
-                    body = json.dumps({"requests": sum(seen.values()), "unique": len(seen)})
-                    raw = body.encode()
+                    raw = stats()
                     writer.write(
                         b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(raw), raw)
                     )
+                elif lines[0].startswith("GET /reset"):
+                    first.clear(), lags.clear(), counts.update(requests=0, early=0)
+                    writer.write(RESPONSE)
                 else:
+                    now = time.time()
+                    counts["requests"] += 1
                     job_id = headers.get("webhook-id", "")
-                    seen[job_id] = seen.get(job_id, 0) + 1
+                    if job_id not in first:
+                        first[job_id] = now
+                        due = json.loads(body).get("payload", {}).get("d", now)
+                        group = "slow" if local == SLOW_HOST else "fast"
+                        lags.setdefault(group, []).append(now - due)
+                        counts["early"] += now < due
+                    if slow:
+                        await asyncio.sleep(slow_seconds)
                     writer.write(RESPONSE)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -66,52 +126,112 @@ def receiver(port: int) -> None:
             writer.close()
 
     async def main() -> None:
-        server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024)
-        async with server:
-            await server.serve_forever()
+        servers = [
+            await asyncio.start_server(handle, host, port, backlog=2048)
+            for host in ["127.0.0.1", *FAST_HOSTS, SLOW_HOST]
+        ]
+        await asyncio.gather(*(s.serve_forever() for s in servers))
 
     asyncio.run(main())
 
 
-def stats(port: int) -> dict[str, int]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=5) as response:
-        return json.loads(response.read())
+def receiver_get(port: int, path: str) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as response:
+        body = response.read()
+    return json.loads(body) if path == "/stats" else {}
 
 
-def main() -> int:
+# --- the raw reference ------------------------------------------------------------------
+
+
+async def raw_client(hosts: list[str], port: int, n: int, conns: int) -> None:
+    """N signed POSTs over ``conns`` keep-alive connections spread over ``hosts``."""
+    from polling.dispatch.signing import signed_headers
+
+    counter = iter(range(n))
+
+    async def worker(host: str) -> None:
+        reader, writer = await asyncio.open_connection(host, port)
+        for i in counter:
+            job_id = str(uuid.uuid4())
+            body = json.dumps({"id": job_id, "payload": {"i": i, "d": 0}, "attempt": 1})
+            headers = signed_headers(
+                secrets=[SECRET], msg_id=job_id, timestamp=datetime.now(UTC), body=body
+            )
+            head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+            writer.write(
+                f"POST /hook HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
+                f"content-length: {len(body)}\r\n{head}\r\n{body}".encode()
+            )
+            response = await reader.readuntil(b"\r\n\r\n")
+            length = int(response.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+        writer.close()
+
+    await asyncio.gather(*(worker(hosts[i % len(hosts)]) for i in range(conns)))
+
+
+def raw_rate(hosts: list[str], port: int, n: int) -> float:
+    receiver_get(port, "/reset")
+    started = time.perf_counter()
+    asyncio.run(raw_client(hosts, port, n, 32))
+    rate = n / (time.perf_counter() - started)
+    receiver_get(port, "/reset")
+    return rate
+
+
+# --- the shapes ------------------------------------------------------------------------
+
+
+def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", "--jobs", type=int, default=50_000)
-    parser.add_argument("-p", "--pollers", default="2", help="comma-separated, e.g. 1,2")
-    parser.add_argument("--batch-size", type=int, default=500)
-    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--shapes", default="a,b,c", help="comma-separated: a, b, c")
+    parser.add_argument("-n", "--jobs", type=int, default=1_000_000, help="shape (a)")
+    parser.add_argument("--backlog", type=int, default=300_000, help="shapes (b) and (c)")
+    parser.add_argument("-p", "--pollers", default="1,2", help="for (b) and (c); (a) uses 2")
+    parser.add_argument("--raw-requests", type=int, default=100_000)
+    parser.add_argument("--slow-seconds", type=float, default=5.0)
+    parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--port", type=int, default=8650)
     parser.add_argument("--server", default="postgres://postgres@127.0.0.1:5432")
     parser.add_argument("--database", default="sendlater_bench_webhook")
-    parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--timeout", type=float, default=900, help="per run (s)")
     args = parser.parse_args()
-    if args.jobs < 1 or args.batch_size < 1 or args.concurrency < 1:
-        parser.error("--jobs, --batch-size and --concurrency must be positive")
+    if min(args.jobs, args.backlog, args.raw_requests, args.batch_size) < 1:
+        parser.error("--jobs, --backlog, --raw-requests and --batch-size must be positive")
+    if not set(args.shapes.split(",")) <= {"a", "b", "c"}:
+        parser.error("--shapes takes a, b and c")
+    return args
 
+
+def main() -> int:
+    args = parse()
     import psycopg
 
+    def drop() -> None:
+        with psycopg.connect(f"{args.server}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
+
+    drop()
     with psycopg.connect(f"{args.server}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{args.database}"')
     os.environ.update(
         {
             "DATABASE_URL": f"{args.server}/{args.database}",
             "DJANGO_SETTINGS_MODULE": "sendlater_site.settings",
             "SECRET_KEY": os.environ.get("SECRET_KEY", "bench-only"),
-            "SENDLATER_CALLBACK_ALLOWLIST": "127.0.0.1",
-            "SENDLATER_WEBHOOK_MAX_PER_HOST": str(args.concurrency),
+            "SENDLATER_CALLBACK_ALLOWLIST": "127.0.0.0/8",
             "SENDLATER_DB_POOL": "false",
-            "LOG_LEVEL": "WARNING",
+            "SENDLATER_PARTITION_AHEAD_DAYS": "2",
+            "LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
             "PYTHONPATH": str(ROOT),
         }
     )
-    rx = mp.get_context("spawn").Process(target=receiver, args=(args.port,), daemon=True)
+    rx = mp.get_context("spawn").Process(
+        target=receiver, args=(args.port, args.slow_seconds), daemon=True
+    )
     rx.start()
-    children: list[subprocess.Popen[bytes]] = []
+    atexit.register(stop_pollers)
     try:
         import django
 
@@ -119,22 +239,64 @@ def main() -> int:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
-        for pollers in [int(p) for p in args.pollers.split(",")]:
-            run(args, pollers, children)
+        call_command("partitions", "--ensure", "--days", "2", verbosity=0, stdout=io.StringIO())
+        time.sleep(0.5)
+        one = raw_rate(["127.0.0.1"], args.port, args.raw_requests)
+        print(f"raw_requests_per_second[one receiver]: {one:.0f} req/s")
+        eight = raw_rate(FAST_HOSTS, args.port, args.raw_requests)
+        print(f"raw_requests_per_second[seven receivers]: {eight:.0f} req/s")
+        counts = [int(p) for p in args.pollers.split(",")]
+        shapes = args.shapes.split(",")
+        if "a" in shapes:
+            run(args, "a", 2, jobs=args.jobs, spread=59.9, hosts=["127.0.0.1"], raw=one)
+        for shape, hosts, raw in (
+            ("b", ["127.0.0.1"], one),
+            ("c", [*FAST_HOSTS, SLOW_HOST], eight),
+        ):
+            if shape in shapes:
+                for pollers in counts:
+                    run(args, shape, pollers, jobs=args.backlog, spread=0.0, hosts=hosts, raw=raw)
     finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
+        stop_pollers()
         rx.kill()
-        with psycopg.connect(f"{args.server}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
+        from django.db import connections
+
+        connections.close_all()
+        drop()
     return 0
 
 
-def run(args: argparse.Namespace, pollers: int, children: list[subprocess.Popen[bytes]]) -> None:
+def stop_pollers() -> None:
+    from polling.procs import processes_stop
+
+    processes_stop(_children, grace_seconds=30)
+    _children.clear()
+
+
+def peak_rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def run(
+    args: argparse.Namespace,
+    shape: str,
+    pollers: int,
+    *,
+    jobs: int,
+    spread: float,
+    hosts: list[str],
+    raw: float,
+) -> None:
     from django.db import connection
 
-    from polling.procs import processes_stop
+    from scheduling import keys
+    from scheduling.buckets import forget_cached_counts
     from scheduling.clock import db_now
     from scheduling.models import Team
     from scheduling.services import JobSpec, job_schedule_many
@@ -142,79 +304,88 @@ def run(args: argparse.Namespace, pollers: int, children: list[subprocess.Popen[
     with connection.cursor() as cursor:
         cursor.execute(
             "TRUNCATE scheduling_job, scheduling_bucket, scheduling_deliveryattempt,"
-            " scheduling_taskrun, polling_poller, polling_shardlease, polling_shardcheckpoint"
+            " polling_poller, polling_shardlease, polling_shardcheckpoint"
         )
-    before = stats(args.port)
+    forget_cached_counts()  # the buckets recorded by the last run are gone
+    receiver_get(args.port, "/reset")
     team, _ = Team.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
-    first = db_now() + timedelta(seconds=10 + args.jobs / 10_000)
-    url = f"http://127.0.0.1:{args.port}/hook"
-    for offset in range(0, args.jobs, 5000):
-        specs = [
-            JobSpec(
-                due_at=first + timedelta(seconds=i / args.jobs),
-                target_kind="webhook",
-                target=url,
-                payload={"i": i},
+    team.signing_secret = SECRET
+    team.save(update_fields=["signing_secret"])
+    lead = 10 + jobs / 15_000  # time to write the jobs and start the pollers
+    first = keys.bucket_end(keys.bucket_of(db_now() + timedelta(seconds=lead), 60), 60)
+    if spread == 0:
+        first = db_now() + timedelta(seconds=lead)
+    urls = [f"http://{host}:{args.port}/hook" for host in hosts]
+    fast = sum(not url.startswith(f"http://{SLOW_HOST}:") for url in urls)
+    chunk = 10_000
+    for offset in range(0, jobs, chunk):
+        specs = []
+        for i in range(offset, min(jobs, offset + chunk)):
+            due = first + timedelta(seconds=spread * i / jobs)
+            payload = {"i": i, "d": due.timestamp()}
+            specs.append(
+                JobSpec(
+                    due_at=due, target_kind="webhook", target=urls[i % len(urls)], payload=payload
+                )
             )
-            for i in range(offset, min(args.jobs, offset + 5000))
-        ]
         job_schedule_many(team=team, specs=specs)
-    started = []
+    expected_fast = sum(1 for i in range(jobs) if i % len(urls) < fast)
+    env = dict(os.environ)
     for i in range(pollers):
-        cmd = [
-            sys.executable,
-            str(ROOT / "manage.py"),
-            "runpoller",
-            "--name",
-            f"wh-{i}",
-            "--batch-size",
-            str(args.batch_size),
-            "--concurrency",
-            str(args.concurrency),
-            "--poll-interval",
-            "0.2",
-        ]
-        started.append(subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ)))
-    children.extend(started)
-    deadline = time.monotonic() + args.timeout
+        cmd = [sys.executable, str(ROOT / "manage.py"), "runpoller", "--name", f"wh-{shape}-{i}"]
+        cmd += ["--batch-size", str(args.batch_size), "--poll-interval", "0.2"]
+        _children.append(subprocess.Popen(cmd, cwd=ROOT, env=env))
+    deadline = time.monotonic() + args.timeout + lead
+    stats: dict = {}
     while time.monotonic() < deadline:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM scheduling_job WHERE status = 'delivered'")
-            if cursor.fetchone()[0] >= args.jobs:
-                break
-        time.sleep(0.5)
-    processes_stop(started, grace_seconds=30)
-    after = stats(args.port)
+        time.sleep(1.0)
+        stats = receiver_get(args.port, "/stats")
+        if stats.get("fast", {}).get("n", 0) >= expected_fast:
+            break
+    rss = max(peak_rss_mb(child.pid) for child in _children)
+    stop_pollers()
+    stats = receiver_get(args.port, "/stats")
+    report(shape, pollers, jobs, expected_fast, first, stats, rss, raw)
+
+
+def report(
+    shape: str,
+    pollers: int,
+    jobs: int,
+    expected_fast: int,
+    first: datetime,
+    stats: dict,
+    rss: float,
+    raw: float,
+) -> None:
+    from django.db import connection
+
+    tag = f"[{shape},P={pollers}]"
+    fast = stats.get("fast", {"n": 0, "p50": 0, "p99": 0, "max": 0})
+    slow = stats.get("slow", {"n": 0, "p50": 0, "p99": 0, "max": 0})
+    span = stats["last_at"] - first.timestamp() if stats["unique"] else 0.0
+    rate = fast["n"] / span if span > 0 else 0.0
     with connection.cursor() as cursor:
+        # Lost: jobs that are neither delivered nor still waiting their turn (pending).
         cursor.execute(
-            """
-            SELECT count(*) FILTER (WHERE status = 'delivered'),
-                   EXTRACT(EPOCH FROM max(delivered_at) - min(due_at)),
-                   percentile_cont(0.5) WITHIN GROUP (ORDER BY delivered_at - due_at),
-                   percentile_cont(0.99) WITHIN GROUP (ORDER BY delivered_at - due_at),
-                   count(*) FILTER (WHERE delivered_at < due_at)
-            FROM scheduling_job
-            """
+            "SELECT count(*) FILTER (WHERE status NOT IN ('delivered', 'pending', 'claimed')),"
+            " count(*) FILTER (WHERE status = 'delivered') FROM scheduling_job"
         )
-        delivered, span, p50, p99, early = cursor.fetchone()
-        cursor.execute(
-            "SELECT count(*), min(error) FROM scheduling_deliveryattempt"
-            " WHERE result <> 'delivered'"
-        )
-        failed_attempts, sample_error = cursor.fetchone()
-    tag = f"[P={pollers}]"
-    requests = after["requests"] - before["requests"]
-    print(f"jobs{tag}: {args.jobs} count")
-    print(f"delivered_per_second{tag}: {delivered / float(span or 1):.0f} jobs/s")
-    print(f"lag_p50_seconds{tag}: {p50.total_seconds() if p50 else 0:.3f} s")
-    print(f"lag_p99_seconds{tag}: {p99.total_seconds() if p99 else 0:.3f} s")
-    print(f"lost{tag}: {args.jobs - delivered} jobs")
-    print(f"http_requests{tag}: {requests} count")
-    print(f"duplicates{tag}: {requests - delivered} deliveries")
-    print(f"early{tag}: {early} jobs")
-    print(f"failed_attempts{tag}: {failed_attempts} count")
-    if sample_error:
-        print(f"# a failed attempt said: {sample_error}")
+        gone, delivered = cursor.fetchone()
+    print(f"jobs{tag}: {jobs} count")
+    print(f"delivered_per_second{tag}: {rate:.0f} jobs/s")
+    print(f"lag_p50_seconds{tag}: {fast['p50']:.3f} s")
+    print(f"lag_p99_seconds{tag}: {fast['p99']:.3f} s")
+    print(f"lag_max_seconds{tag}: {fast['max']:.3f} s")
+    print(f"lost{tag}: {expected_fast - fast['n'] + gone} jobs")
+    print(f"duplicates{tag}: {stats['requests'] - stats['unique']} deliveries")
+    print(f"early{tag}: {stats['early']} jobs")
+    print(f"poller_peak_rss_mb{tag}: {rss:.0f} MiB")
+    print(f"ratio_to_raw{tag}: {rate / raw:.2f}")
+    if slow["n"] or shape == "c":
+        print(f"slow_receiver_delivered{tag}: {slow['n']} jobs (the rest wait, pending)")
+        print(f"slow_receiver_lag_p50_seconds{tag}: {slow['p50']:.3f} s")
+    print(f"written_back_delivered{tag}: {delivered} jobs", flush=True)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,8 @@ def attempts_record(
         return 0
     rows = []
     for job, outcome, result in _triples(jobs, outcomes, results, written):
+        if not result.counted:
+            continue  # handed back untried: no attempt was made
         started = outcome.started_at if outcome and outcome.started_at else now
         duration = outcome.duration_seconds if outcome else None
         rows.append(
@@ -57,6 +59,8 @@ def attempts_record(
                 poller,
             )
         )
+    if not rows:
+        return 0
     if is_postgres():  # binary COPY takes UUIDs, datetimes and ints as they are
         return copy_rows(COPY_SQL, rows, types=COPY_TYPES)
     rows = [(uid(job_id), attempt, dt(started), *rest) for job_id, attempt, started, *rest in rows]

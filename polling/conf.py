@@ -29,6 +29,19 @@ def concurrency() -> int:
     return int(settings.SENDLATER_CONCURRENCY)
 
 
+def window() -> int:
+    """Jobs in flight per poller: claimed and not yet written back."""
+    return int(settings.SENDLATER_WINDOW)
+
+
+def writeback_group() -> int:
+    return int(settings.SENDLATER_WRITEBACK_GROUP)
+
+
+def writeback_seconds() -> float:
+    return float(settings.SENDLATER_WRITEBACK_MILLISECONDS) / 1000
+
+
 def sweep_seconds() -> float:
     return float(settings.SENDLATER_SWEEP_SECONDS)
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 DELIVERIES = Counter(
     "sendlater_deliveries_total",
-    "Delivery outcomes written back, by result (delivered, retry, dead, expired).",
+    "Delivery outcomes written back, by result (delivered, retry, dead, expired, deferred).",
     ["result"],
 )
 DELIVERY_LATENCY = Histogram(
@@ -102,9 +102,23 @@ def outcomes_export(results: Sequence[Result], written: Collection[UUID], now: d
     for result in results:
         if not everything and result.job_id not in written:
             continue
-        kind = "retry" if result.status == "pending" else result.status
+        if result.status == "pending":
+            kind = "retry" if result.counted else "deferred"
+        else:
+            kind = result.status
         counts[kind] = counts.get(kind, 0) + 1
         if kind == "delivered":
             DELIVERY_LATENCY.observe(max(0.0, (now - result.due_at).total_seconds()))
     for kind, count in counts.items():
         DELIVERIES.labels(kind).inc(count)
+
+
+IN_FLIGHT = Gauge(
+    "sendlater_poller_in_flight_jobs",
+    "Jobs this poller has claimed and not yet written back (its dispatch window).",
+)
+WRITEBACK_GROUP = Histogram(
+    "sendlater_writeback_group_size",
+    "Results written back per group (one fenced transaction).",
+    buckets=(1, 10, 50, 100, 250, 500, 1000, 2000, 5000),
+)

@@ -1,9 +1,11 @@
 """The poller loop: flow control only (assign, claim, dispatch, write back, sleep, stop).
 
-Each iteration reads ``now`` from the database once; everything after it in the
-iteration uses that reading plus the local monotonic time elapsed since, so the
-loop never trusts the machine's wall clock. Locking statements live in
-``polling.claims``.
+Each pass reads ``now`` from the database once; everything after it in the pass
+uses that reading plus the local monotonic time elapsed since, so the loop never
+trusts the machine's wall clock. Locking statements live in ``polling.claims``;
+the deliveries in flight and their write-back in ``polling.pipeline``: a pass
+claims while earlier jobs are still being delivered, up to the poller's window,
+and writes results back in groups as they complete.
 """
 
 from __future__ import annotations
@@ -15,17 +17,15 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import connection
 
-from polling import claims, metrics, selectors, services
+from polling import claims, conf, metrics, selectors, services
 from polling.assignment import shards_for
-from polling.attempts import attempts_record
 from polling.dbtime import DB_TIME, DatabaseTime
-from polling.dispatch.base import ClaimedJob, Sink
-from polling.failpoints import failpoint
+from polling.dispatch.base import PipelinedSink, Sink
 from polling.models import PollerState
-from polling.renewer import PROGRESS, LeaseRenewer
-from polling.retries import results_build
+from polling.pipeline import Pipeline
+from polling.renewer import LeaseRenewer
 from polling.sweeper import sweep_stranded
 from polling.upkeep import StorageUpkeep
 from scheduling import conf as scheduling_conf
@@ -35,6 +35,7 @@ from scheduling.clock import db_now, is_closed
 logger = logging.getLogger(__name__)
 
 FAILURE_BACKOFF_CAP_SECONDS = 30.0
+_WAIT_SLICE_SECONDS = 0.05  # longest wait for outcomes before the loop looks around again
 
 
 class Poller:
@@ -44,7 +45,7 @@ class Poller:
         self,
         *,
         name: str,
-        sink: Sink,
+        sink: Sink | PipelinedSink,
         batch_size: int,
         poll_interval: float,
         sweep_every: float,
@@ -52,6 +53,7 @@ class Poller:
         pid: int = 0,
         version: str = "",
         clock: Callable[[], datetime] = db_now,
+        window: int | None = None,
     ) -> None:
         self.name = name
         self.sink = sink
@@ -77,6 +79,15 @@ class Poller:
         self._failures = 0  # consecutive failed iterations
         self.claimed_last = 0  # jobs the last iteration claimed
         self.next_due: datetime | None = None  # earliest pending due time it saw ahead
+        self.pipeline = Pipeline(
+            owner=name,
+            sink=sink,
+            window=window or conf.window(),
+            group_size=conf.writeback_group(),
+            group_seconds=conf.writeback_seconds(),
+            stall_seconds=conf.dispatch_stall_seconds(),
+        )
+        self._releasing: set[int] = set()  # shards to give up once their jobs are written
 
     # --- time ------------------------------------------------------------------
 
@@ -113,7 +124,7 @@ class Poller:
         try:
             while not self.stopping.is_set():
                 started = time.monotonic()
-                busy = self.step()
+                busy = self.step(settle=once)
                 if once:
                     break
                 if self._failures:
@@ -127,10 +138,22 @@ class Poller:
                     )
                     self.stopping.wait(delay)
                 elif not busy:
-                    self.stopping.wait(self._pause(time.monotonic() - started))
+                    self._wait(self._pause(time.monotonic() - started))
         finally:
             renewer.stop()
             self.shutdown()
+
+    def _wait(self, seconds: float) -> None:
+        """Wait ``seconds`` for the next pass, writing back outcomes as they arrive."""
+        deadline = time.monotonic() + seconds
+        while not self.stopping.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if not self.pipeline.in_flight:
+                self.stopping.wait(remaining)
+                return
+            self._pump(wait=min(remaining, _WAIT_SLICE_SECONDS))
 
     def _pause(self, elapsed: float) -> float:
         """How long to wait after an iteration that emptied every batch it claimed.
@@ -152,7 +175,7 @@ class Poller:
             pause = min(pause, max(self.poll_interval / 10, until))
         return pause
 
-    def step(self, now: datetime | None = None) -> bool:
+    def step(self, now: datetime | None = None, *, settle: bool = True) -> bool:
         """One iteration that never raises: on failure, give up every lease.
 
         Claims of this epoch may be stranded by the failure (say, a write-back that
@@ -160,7 +183,7 @@ class Poller:
         poller, take a new epoch and return them to pending.
         """
         try:
-            busy = self.iterate(now)
+            busy = self.iterate(now, settle=settle)
         except Exception:
             self._failures += 1
             metrics.POLLER_ERRORS.inc()
@@ -172,6 +195,19 @@ class Poller:
         return busy
 
     def shutdown(self) -> None:
+        """Finish what is in flight (within the shutdown grace), write it back, let go."""
+        grace = max(1.0, conf.shutdown_grace_seconds() - 2)
+        try:
+            self._settle(deadline=time.monotonic() + grace)
+        except Exception:
+            logger.exception("poller %s: could not write back what was in flight", self.name)
+        if self.pipeline.in_flight:
+            logger.warning(
+                "poller %s: %s jobs still in flight at exit; their shards' next owners "
+                "return them to pending",
+                self.name,
+                self.pipeline.in_flight,
+            )
         self._drop_all_leases()
         try:
             services.poller_stop(name=self.name, now=self.clock())
@@ -197,15 +233,26 @@ class Poller:
             if released:
                 logger.info("poller %s: released shards %s", self.name, released)
         self.leases = {}
+        self._releasing = set()
+        # Unwritten results are of epochs just given up: they would be fenced out.
+        self.pipeline.forget()
 
     # --- one iteration -----------------------------------------------------------
 
-    def iterate(self, now: datetime | None = None) -> bool:
-        """One pass over owned shards; True if a full batch was claimed (more waits)."""
+    def iterate(self, now: datetime | None = None, *, settle: bool = True) -> bool:
+        """One pass over owned shards; True if a full batch was claimed (more waits).
+
+        ``settle``: before returning, wait for every job in flight and write it
+        back (tests and ``--once``); the run loop passes False and keeps its window
+        full across passes.
+        """
         self.claimed_last, self.next_due = 0, None
         self._anchor(now or self.clock())
+        self._pump()
         self._maintain()
         if self.stopping.is_set() or not self.leases:
+            if settle:
+                self._settle()
             return False
         now = self._now()
         self.upkeep.run(now)
@@ -236,66 +283,35 @@ class Poller:
         )
         busy = False
         for bucket, shard in work:
-            if self.stopping.is_set():
+            if self.stopping.is_set() or not self._room_for_a_batch():
                 break
             self._renew_if_due()
-            if shard not in self.leases:
+            if shard not in self.leases or shard in self._releasing:
                 continue
-            claimed = self._batch(bucket, shard)
+            limit = min(self.batch_size, self.pipeline.room())
+            claimed = self._claim(bucket, shard, limit)
             self.claimed_last += claimed
-            busy |= claimed >= self.batch_size
+            busy |= claimed >= limit
+            self._pump()
+        if settle:
+            self._settle()
         return busy
 
-    def _batch(self, bucket: datetime, shard: int) -> int:
-        """Claim, deliver and write back one batch of ``(bucket, shard)``."""
+    def _claim(self, bucket: datetime, shard: int, limit: int) -> int:
+        """Claim up to ``limit`` due jobs of ``(bucket, shard)`` into the pipeline."""
         now = self._now()
-        epoch = self.leases[shard]
         jobs = claims.claim(
             owner=self.name,
-            epoch=epoch,
+            epoch=self.leases[shard],
             bucket=bucket,
             shard=shard,
             now=now,
-            limit=self.batch_size,
+            limit=limit,
         )
         if not jobs:
             return 0
         metrics.CLAIM_BATCH.observe(len(jobs))
-        expired = [j for j in jobs if j.expires_at is not None and j.expires_at <= now]
-        live: list[ClaimedJob] = jobs
-        if expired:
-            gone = {j.id for j in expired}
-            live = [j for j in jobs if j.id not in gone]
-        with PROGRESS.dispatching_batch():  # the lease renewer may renew while it progresses
-            outcomes = self.sink.deliver(live) if live else []
-        failpoint("after_dispatch")  # fault tests: crash between delivery and write-back
-        self._renew_if_due()  # a slow batch must not let the lease lapse before write-back
-        now = self._now()
-        with transaction.atomic():
-            results = results_build(jobs=live, outcomes=outcomes, expired=expired, now=now)
-            written = claims.write_back(owner=self.name, results=results, now=now, epoch=epoch)
-            attempts_record(
-                jobs=live + expired,
-                outcomes=outcomes,
-                results=results,
-                written=written,
-                poller=self.name,
-                now=now,
-            )
-        metrics.outcomes_export(results, written, now)
-        if len(written) < len(results):
-            metrics.FENCED_REJECTED.inc(len(results) - len(written))
-            metrics.LEASES_LOST.inc()
-            logger.warning(
-                "poller %s: shard %s bucket %s: %s of %s results fenced out (lease lost)",
-                self.name,
-                shard,
-                bucket.isoformat(),
-                len(results) - len(written),
-                len(results),
-                extra={"shard": shard, "bucket": bucket.isoformat(), "epoch": epoch},
-            )
-            self.leases.pop(shard, None)
+        self.pipeline.submit(jobs, now)
         logger.debug(
             "poller %s: shard %s bucket %s: %s claimed",
             self.name,
@@ -305,6 +321,47 @@ class Poller:
             extra={"shard": shard, "bucket": bucket.isoformat(), "batch_size": len(jobs)},
         )
         return len(jobs)
+
+    # --- the pipeline's other stages ------------------------------------------------
+
+    def _room_for_a_batch(self) -> bool:
+        """Wait (writing back as outcomes arrive) until the window has room for a batch."""
+        need = min(self.batch_size, self.pipeline.window)
+        while self.pipeline.room() < need:
+            if self.stopping.is_set():
+                return False
+            self._pump(wait=_WAIT_SLICE_SECONDS)
+        return True
+
+    def _pump(self, wait: float = 0.0) -> None:
+        """Take arrived outcomes (waiting up to ``wait`` s) and write back a due group."""
+        until_write = self.pipeline.seconds_to_write()
+        if until_write is not None:
+            wait = min(wait, until_write)
+        self.pipeline.collect(timeout=wait)
+        if self.pipeline.write_due():
+            self._write_back()
+        else:
+            self._renew_if_due()
+
+    def _write_back(self) -> None:
+        self._renew_if_due()  # a slow delivery must not let the lease lapse before its write
+        lost = self.pipeline.write_back(self._now())
+        if lost:
+            metrics.LEASES_LOST.inc(len(lost))
+            for shard in lost:
+                self.leases.pop(shard, None)
+
+    def _settle(self, deadline: float | None = None) -> None:
+        """Wait for every job in flight and write all of it back (up to ``deadline``)."""
+        while self.pipeline.in_flight:
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            self.pipeline.collect(timeout=_WAIT_SLICE_SECONDS)
+            if self.pipeline.all_answered or self.pipeline.write_due():
+                self._write_back()
+            else:
+                self._renew_if_due()
 
     # --- leases and assignment -----------------------------------------------------
 
@@ -354,6 +411,9 @@ class Poller:
             wanted = set()
         self._warn_if_standby(wanted, live)
         surplus = set(self.leases) - wanted
+        # A shard goes only once its jobs in flight are written back (fenced on it).
+        self._releasing = surplus & self.pipeline.busy_shards()
+        surplus -= self._releasing
         if surplus:
             released = claims.lease_release(owner=self.name, shards=surplus)
             logger.info("poller %s: released shards %s", self.name, released)

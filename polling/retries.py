@@ -63,12 +63,18 @@ def results_build(
         for j in expired
     ]
     retries: list[tuple[ClaimedJob, datetime, datetime, str]] = []
+    deferred: list[tuple[ClaimedJob, datetime, datetime, str]] = []
     max_attempts = conf.max_attempts()
     for job, outcome in _paired(jobs, outcomes):
         if outcome.result == "delivered":
             results.append(Result(job.id, "delivered", job.due_at, job.bucket, job.shard))
             continue
         error = outcome.error[:_MAX_ERROR_CHARS]
+        if outcome.result == "deferred":  # handed back untried: not an attempt
+            due = now + timedelta(seconds=max(outcome.retry_after_seconds or 0, 0.0))
+            bucket = max(keys.bucket_of(due, bucket_seconds()), open_bucket(now))
+            deferred.append((job, due, bucket, error))
+            continue
         if outcome.result == "dead" or job.attempt >= max_attempts:
             if outcome.result != "dead":
                 error = f"gave up after {job.attempt} attempts: {error}"[:_MAX_ERROR_CHARS]
@@ -78,18 +84,20 @@ def results_build(
             due = now + timedelta(seconds=delay)
             bucket = max(keys.bucket_of(due, bucket_seconds()), open_bucket(now))
             retries.append((job, due, bucket, error))
-    if retries:
-        counts = shard_counts_record({bucket for _, _, bucket, _ in retries})
-        results.extend(
-            Result(
-                job.id,
-                "pending",
-                due,
-                bucket,
-                keys.shard_of(job.id, counts[bucket]),
-                error,
-                from_bucket=job.bucket,
+    if retries or deferred:
+        counts = shard_counts_record({bucket for _, _, bucket, _ in retries + deferred})
+        for moves, counted in ((retries, True), (deferred, False)):
+            results.extend(
+                Result(
+                    job.id,
+                    "pending",
+                    due,
+                    bucket,
+                    keys.shard_of(job.id, counts[bucket]),
+                    error,
+                    from_bucket=job.bucket,
+                    counted=counted,
+                )
+                for job, due, bucket, error in moves
             )
-            for job, due, bucket, error in retries
-        )
     return results

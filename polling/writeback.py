@@ -37,6 +37,9 @@ class Result:
     last_error: str = ""
     # The bucket the row was claimed in, when a retry moves it (None: ``bucket``).
     from_bucket: datetime | None = None
+    # False for a job handed back untried (deferred): its claim's attempt is taken back
+    # and no attempt row is written.
+    counted: bool = True
 
     @property
     def claimed_bucket(self) -> datetime:
@@ -45,10 +48,11 @@ class Result:
 
 WRITE_BACK_SQL = (
     """
-WITH v (v_id, v_from_bucket, v_status, v_due_at, v_bucket, v_shard, v_error) AS (VALUES {rows})
+WITH v (v_id, v_from_bucket, v_status, v_due_at, v_bucket, v_shard, v_error, v_untried)
+  AS (VALUES {rows})
 UPDATE scheduling_job AS j SET
     status = v.v_status, due_at = v.v_due_at, bucket = v.v_bucket, shard = v.v_shard,
-    last_error = v.v_error, updated_at = %s,
+    last_error = v.v_error, updated_at = %s, attempts = j.attempts - v.v_untried,
     delivered_at = CASE WHEN v.v_status = 'delivered' THEN %s ELSE j.delivered_at END,
     claim_owner = CASE WHEN v.v_status = 'pending' THEN NULL ELSE j.claim_owner END,
     claim_epoch = CASE WHEN v.v_status = 'pending' THEN NULL ELSE j.claim_epoch END
@@ -135,6 +139,7 @@ def _write_others(owner: str, results: Sequence[Result], now: datetime) -> list[
                 dt(r.bucket),
                 r.shard,
                 r.last_error,
+                0 if r.counted else 1,
             )
             for r in results
         ]

@@ -33,18 +33,29 @@ class Delivery:
 Handler = Callable[[Delivery], None]
 
 _registry: dict[str, Handler] = {}
+_inline: set[str] = set()
 
 
-def register(name: str) -> Callable[[Handler], Handler]:
-    """Register ``fn`` as the handler ``name`` (decorator)."""
+def register(name: str, *, inline: bool = False) -> Callable[[Handler], Handler]:
+    """Register ``fn`` as the handler ``name`` (decorator).
+
+    ``inline``: the handler returns at once and never blocks (no I/O, no locks), so
+    a poller may call it on its own thread instead of handing it to a worker thread.
+    """
 
     def decorate(fn: Handler) -> Handler:
         if name in _registry and _registry[name] is not fn:
             raise ValueError(f"handler {name!r} is already registered")
         _registry[name] = fn
+        if inline:
+            _inline.add(name)
         return fn
 
     return decorate
+
+
+def is_inline(name: str) -> bool:
+    return name in _inline
 
 
 def get(name: str) -> Handler:
@@ -66,7 +77,7 @@ def load_modules(module_paths: list[str]) -> None:
         import_module(path)
 
 
-@register("noop")
+@register("noop", inline=True)
 def noop(delivery: Delivery) -> None:
     """Accepts every job and does nothing: the sink for benchmarks."""
 

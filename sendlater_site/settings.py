@@ -290,7 +290,14 @@ SENDLATER_MAX_ATTEMPTS = env.int("SENDLATER_MAX_ATTEMPTS", default=10)
 # runpoller defaults (each can be overridden on the command line).
 SENDLATER_POLL_INTERVAL_SECONDS = env.float("SENDLATER_POLL_INTERVAL_SECONDS", default=1.0)
 SENDLATER_BATCH_SIZE = env.int("SENDLATER_BATCH_SIZE", default=500)
+# Handler threads per poller (in-process handlers run on a pool of this size).
 SENDLATER_CONCURRENCY = env.int("SENDLATER_CONCURRENCY", default=8)
+# The dispatch pipeline (polling.pipeline): jobs in flight per poller (claimed, not yet
+# written back: the duplicate bound of a crash), and results written back in groups of
+# up to this many, or after this many milliseconds, whichever comes first.
+SENDLATER_WINDOW = env.int("SENDLATER_WINDOW", default=4000)
+SENDLATER_WRITEBACK_GROUP = env.int("SENDLATER_WRITEBACK_GROUP", default=1000)
+SENDLATER_WRITEBACK_MILLISECONDS = env.float("SENDLATER_WRITEBACK_MILLISECONDS", default=50.0)
 # How often each poller sweeps late writes behind its shards' checkpoints.
 SENDLATER_SWEEP_SECONDS = env.float("SENDLATER_SWEEP_SECONDS", default=30)
 # On SIGTERM a poller finishes its batch; past this it exits anyway (code 1).
@@ -316,12 +323,33 @@ SENDLATER_WEBHOOK_CONNECT_TIMEOUT_SECONDS = env.float(
 SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS = env.float(
     "SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS", default=15.0
 )
-SENDLATER_WEBHOOK_MAX_PER_HOST = env.int("SENDLATER_WEBHOOK_MAX_PER_HOST", default=8)
+# Requests at once to one host (host:port), and over all hosts (the connection pool).
+SENDLATER_WEBHOOK_MAX_PER_HOST = env.int("SENDLATER_WEBHOOK_MAX_PER_HOST", default=64)
+SENDLATER_WEBHOOK_MAX_CONNECTIONS = env.int("SENDLATER_WEBHOOK_MAX_CONNECTIONS", default=512)
+# Jobs wait for a busy host's slots only as long as this (at the host's measured pace);
+# the rest are handed back to pending untried (not an attempt), so a slow host keeps to
+# its own slots and never fills a poller's window.
+SENDLATER_WEBHOOK_QUEUE_SECONDS = env.float("SENDLATER_WEBHOOK_QUEUE_SECONDS", default=2.0)
 SENDLATER_BREAKER_FAILURES = env.int("SENDLATER_BREAKER_FAILURES", default=5)
 SENDLATER_BREAKER_COOLDOWN_SECONDS = env.float("SENDLATER_BREAKER_COOLDOWN_SECONDS", default=10.0)
 SENDLATER_BREAKER_MAX_COOLDOWN_SECONDS = env.float(
     "SENDLATER_BREAKER_MAX_COOLDOWN_SECONDS", default=300.0
 )
+for _name in (
+    "SENDLATER_WINDOW",
+    "SENDLATER_WRITEBACK_GROUP",
+    "SENDLATER_WEBHOOK_MAX_PER_HOST",
+    "SENDLATER_WEBHOOK_MAX_CONNECTIONS",
+):
+    if globals()[_name] < 1:
+        raise ImproperlyConfigured(f"{_name} must be a positive integer.")
+if not 0 < SENDLATER_WEBHOOK_QUEUE_SECONDS <= 3600:
+    raise ImproperlyConfigured("SENDLATER_WEBHOOK_QUEUE_SECONDS must lie in (0, 3600].")
+if not 0 < SENDLATER_WRITEBACK_MILLISECONDS <= 10_000:
+    raise ImproperlyConfigured("SENDLATER_WRITEBACK_MILLISECONDS must lie in (0, 10000].")
+if SENDLATER_WEBHOOK_MAX_CONNECTIONS > 800:
+    # The transport waits with select(), whose descriptors stop at 1024 per process.
+    raise ImproperlyConfigured("SENDLATER_WEBHOOK_MAX_CONNECTIONS must be at most 800.")
 
 # Django's Tasks framework stores tasks as sendlater jobs (scheduling.tasks).
 TASKS = {

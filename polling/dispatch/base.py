@@ -1,14 +1,20 @@
-"""The sink interface: how a poller hands a claimed batch to a delivery target.
+"""The sink interface: how a poller hands claimed jobs to a delivery target.
 
-A sink delivers a batch and returns one ``Outcome`` per job; the poller writes
-the outcomes back in bulk. Sinks must not raise for a single job's failure: that
-is an Outcome with ``result="retry"`` (or ``"dead"`` when retrying cannot help).
-Sinks are built as ``SinkClass(concurrency=n)`` (see ``polling.dispatch.router``).
+A pipelined sink takes jobs with ``submit(jobs, done)`` and returns at once; it
+calls ``done(job, outcome)`` once per job, from any thread, as each delivery
+completes (``polling.pipeline`` collects them and writes them back in groups). A
+simple sink has only ``deliver(jobs) -> outcomes`` and answers a batch before it
+returns (test sinks, custom sinks); the pipeline runs it inline. Sinks must not
+raise for a single job's failure: that is an Outcome with ``result="retry"`` (or
+``"dead"`` when retrying cannot help, ``"deferred"`` when the job was not tried:
+it goes back to pending without counting as an attempt). Sinks are built as
+``SinkClass(concurrency=n)`` (see ``polling.dispatch.router``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -35,7 +41,7 @@ class ClaimedJob:
 @dataclass(slots=True)  # not frozen, as ClaimedJob
 class Outcome:
     job_id: UUID
-    result: Literal["delivered", "retry", "dead"]
+    result: Literal["delivered", "retry", "dead", "deferred"]
     error: str = ""
     status_code: int | None = None
     retry_after_seconds: float | None = None  # target asked us to wait (Retry-After)
@@ -60,7 +66,48 @@ def answered_in_order(jobs: Sequence[ClaimedJob], answers: Sequence[_AboutAJob])
     )
 
 
+Done = Callable[[ClaimedJob, Outcome], None]
+
+
 class Sink(Protocol):
+    """A simple sink: answers the whole batch before it returns."""
+
     def deliver(self, jobs: Sequence[ClaimedJob]) -> list[Outcome]: ...
 
     def close(self) -> None: ...
+
+
+class PipelinedSink(Protocol):
+    """A sink that returns at once and reports each job's outcome as it completes."""
+
+    def submit(self, jobs: Sequence[ClaimedJob], done: Done) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def is_pipelined(sink: object) -> bool:
+    return callable(getattr(sink, "submit", None))
+
+
+def deliver_all(sink: PipelinedSink, jobs: Sequence[ClaimedJob]) -> list[Outcome]:
+    """Submit ``jobs`` and wait for every outcome; in the jobs' order.
+
+    For callers that want a batch answered whole (tests, ``deliver`` of the
+    pipelined sinks); the poller itself never waits like this.
+    """
+    if not jobs:
+        return []
+    answers: dict[int, Outcome] = {}
+    lock = threading.Lock()
+    finished = threading.Event()
+    position = {id(job): i for i, job in enumerate(jobs)}
+
+    def done(job: ClaimedJob, outcome: Outcome) -> None:
+        with lock:
+            answers[position[id(job)]] = outcome
+            if len(answers) == len(jobs):
+                finished.set()
+
+    sink.submit(jobs, done)
+    finished.wait()
+    return [answers[i] for i in range(len(jobs))]

@@ -2,75 +2,94 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
+import queue
+import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from django.db import close_old_connections
 
 from polling.dbtime import DB_TIME
-from polling.dispatch.base import ClaimedJob, Outcome
+from polling.dispatch.base import ClaimedJob, Done, Outcome, deliver_all
 from polling.renewer import PROGRESS
 from scheduling import handlers
 
 logger = logging.getLogger(__name__)
 
 _MAX_ERROR_CHARS = 2000
+_STOP = None  # a worker's signal to exit
 
 
 class HandlerSink:
-    """Runs each job's handler, up to ``concurrency`` at a time on a thread pool.
+    """Runs each job's handler on ``concurrency`` worker threads, reporting as each ends.
 
     A handler that returns is ``delivered``; one that raises is ``retry`` (the
-    error text kept in last_error); an unknown handler name is ``dead``.
+    error text kept in last_error); an unknown handler name is ``dead``. Workers
+    take jobs one at a time in the order submitted, so a slow handler holds up one
+    worker, not a share of a batch. Handlers registered ``inline`` (``noop``) run
+    on the submitting thread: a hand-off to a worker would cost more than the call;
+    so does every handler with ``concurrency=1`` (one at a time, in order, on the
+    poller's own thread and database connection).
     """
 
     def __init__(self, *, concurrency: int = 8) -> None:
         self._concurrency = max(1, concurrency)
-        self._pool = (
-            ThreadPoolExecutor(max_workers=self._concurrency, thread_name_prefix="handler")
-            if self._concurrency > 1
-            else None
-        )
+        self._queue: queue.SimpleQueue[tuple[ClaimedJob, Done] | None] = queue.SimpleQueue()
+        self._workers: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def submit(self, jobs: Sequence[ClaimedJob], done: Done) -> None:
+        for job in jobs:
+            if self._concurrency == 1 or handlers.is_inline(job.target):
+                done(job, self._deliver_one(job))
+            else:
+                self._start_workers()
+                self._queue.put((job, done))
 
     def deliver(self, jobs: Sequence[ClaimedJob]) -> list[Outcome]:
-        """Outcomes in the order of ``jobs``.
-
-        ``concurrency`` workers each take the next job not yet taken until none is
-        left: a slow handler holds up one worker, not a fixed share of the batch,
-        and a batch costs ``concurrency`` pool tasks, not one per job (with fast
-        handlers the per-job future was most of the cost).
-        """
-        if self._pool is None or len(jobs) <= 1:
-            return [self._deliver_one(job) for job in jobs]
-        outcomes: list[Outcome | None] = [None] * len(jobs)
-        taken = itertools.count()  # next() on a count is atomic: each index goes once
-
-        def work() -> None:
-            try:
-                while (i := next(taken)) < len(jobs):
-                    outcomes[i] = self._deliver_one(jobs[i])
-            finally:
-                # A handler may use the ORM from a pool thread: hand its connection back.
-                close_old_connections()
-
-        workers = [self._pool.submit(work) for _ in range(min(self._concurrency, len(jobs)))]
-        for worker in workers:
-            worker.result()
-        return outcomes  # type: ignore[return-value]  # every index was filled
+        """Run ``jobs`` and wait for all of them, in their order."""
+        return deliver_all(self, jobs)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
+        """Stop the workers once the jobs already submitted have run."""
+        for _ in self._workers:
+            self._queue.put(_STOP)
+        for worker in self._workers:
+            worker.join()
+        self._workers = []
+
+    def _start_workers(self) -> None:
+        if self._workers:
+            return
+        with self._lock:
+            while len(self._workers) < self._concurrency:
+                worker = threading.Thread(
+                    target=self._work, name=f"handler-{len(self._workers)}", daemon=True
+                )
+                worker.start()
+                self._workers.append(worker)
+
+    def _work(self) -> None:
+        try:
+            while True:
+                if self._queue.empty():
+                    # A handler may use the ORM: hand its connection back while idle.
+                    close_old_connections()
+                item = self._queue.get()
+                if item is _STOP:
+                    return
+                job, done = item
+                done(job, self._deliver_one(job))
+        finally:
+            close_old_connections()
 
     @staticmethod
     def _deliver_one(job: ClaimedJob) -> Outcome:
         try:
             return HandlerSink._call(job)
         finally:
-            PROGRESS.touch()  # a delivery finished: the batch is moving (lease renewer)
+            PROGRESS.touch()  # a delivery finished: the work is moving (lease renewer)
 
     @staticmethod
     def _call(job: ClaimedJob) -> Outcome:

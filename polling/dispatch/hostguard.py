@@ -68,6 +68,27 @@ class HostGuard:
             breaker.trial_in_flight = True
             return True
 
+    def settings(self) -> dict[str, float]:
+        """The constructor's settings (to build the same guard in another process)."""
+        return {
+            "max_per_host": self.max_per_host,
+            "failure_threshold": self.failure_threshold,
+            "cooldown": self.base_cooldown,
+            "max_cooldown": self.max_cooldown,
+        }
+
+    def check(self, host: str) -> None:
+        """Raise HostOpen if the host's breaker is open (a probe: takes no trial)."""
+        self._admit(host, probe=True)
+
+    def admit(self, host: str) -> bool:
+        """Let one request go to ``host``: True if it is the half-open trial.
+
+        Raises HostOpen while the breaker is open. For callers that count their
+        own slots (the transport's dispatcher thread); ``slot()`` also holds one.
+        """
+        return self._admit(host)
+
     def record(self, host: str, *, ok: bool, trial: bool = False) -> None:
         with self._lock:
             breaker = self._breakers.setdefault(host, _Breaker())

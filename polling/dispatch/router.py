@@ -10,7 +10,15 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from polling import conf
-from polling.dispatch.base import ClaimedJob, Outcome, Sink, answered_in_order
+from polling.dispatch.base import (
+    ClaimedJob,
+    Done,
+    Outcome,
+    Sink,
+    answered_in_order,
+    deliver_all,
+    is_pipelined,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -28,44 +36,53 @@ def sinks_build(*, concurrency: int, paths: dict[str, str] | None = None) -> dic
 
 
 class Router:
-    """A sink over sinks: splits a batch by target kind and merges the outcomes.
+    """A sink over sinks: splits jobs by target kind; each outcome is reported as it ends.
 
     A job whose kind has no sink, or that a sink failed to answer for, is retried
-    with a clear ``error``: never dropped.
+    with a clear ``error``: never dropped. Simple sinks (``deliver`` only) answer
+    their group inline, on the submitting thread.
     """
 
     def __init__(self, sinks: dict[str, Sink]) -> None:
         self._sinks = sinks
 
-    def deliver(self, jobs: Sequence[ClaimedJob]) -> list[Outcome]:
+    def submit(self, jobs: Sequence[ClaimedJob], done: Done) -> None:
         by_kind: dict[str, list[ClaimedJob]] = defaultdict(list)
         for job in jobs:
             by_kind[job.target_kind].append(job)
-        if len(by_kind) == 1:  # the usual batch: one kind, answered in its order
-            return self._deliver_group(*next(iter(by_kind.items())))
-        outcomes: dict[object, Outcome] = {}
         for kind, group in by_kind.items():
-            outcomes.update((o.job_id, o) for o in self._deliver_group(kind, group))
-        return [outcomes[job.id] for job in jobs]
+            self._submit_group(kind, group, done)
 
-    def _deliver_group(self, kind: str, group: list[ClaimedJob]) -> list[Outcome]:
-        """One outcome per job of ``group`` (one target kind), in its order."""
+    def deliver(self, jobs: Sequence[ClaimedJob]) -> list[Outcome]:
+        return deliver_all(self, jobs)
+
+    def _submit_group(self, kind: str, group: list[ClaimedJob], done: Done) -> None:
         sink = self._sinks.get(kind)
         if sink is None:
             error = f"no sink for target kind {kind!r} (SENDLATER_SINKS)"
             logger.error("%s: retrying %s jobs", error, len(group))
-            return [Outcome(j.id, "retry", error=error) for j in group]
+            for job in group:
+                done(job, Outcome(job.id, "retry", error=error))
+            return
         try:
+            if is_pipelined(sink):
+                sink.submit(group, done)  # type: ignore[attr-defined]
+                return
             answered = sink.deliver(group)
         except Exception as error:
-            logger.exception("sink %s failed on a batch of %s jobs", kind, len(group))
+            logger.exception("sink %s failed on %s jobs", kind, len(group))
             reason = f"sink {kind!r} failed: {type(error).__name__}: {error}"
-            return [Outcome(j.id, "retry", error=reason) for j in group]
+            for job in group:
+                done(job, Outcome(job.id, "retry", error=reason))
+            return
         if answered_in_order(group, answered):
-            return list(answered)
+            for job, outcome in zip(group, answered, strict=True):
+                done(job, outcome)
+            return
         by_id = {o.job_id: o for o in answered}
         reason = f"sink {kind!r} returned no outcome"
-        return [by_id.get(j.id) or Outcome(j.id, "retry", error=reason) for j in group]
+        for job in group:
+            done(job, by_id.get(job.id) or Outcome(job.id, "retry", error=reason))
 
     def close(self) -> None:
         for sink in self._sinks.values():

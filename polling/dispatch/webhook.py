@@ -1,32 +1,31 @@
 """The webhook sink: signed HTTP POSTs to each job's callback URL.
 
-One connection pool per poller (keep-alive), deliveries of a batch run
-concurrently, each host capped and guarded by a circuit breaker; redirects are
-never followed; a response body is read only up to a small limit and kept as a
-short excerpt. Every connection goes through the SSRF-checked network backend.
+``submit`` builds each job's body on the caller's thread (the poller's) and hands
+it to the transport process (``polling.dispatch.transport``: signing, libcurl,
+keep-alive, each host capped and guarded by a circuit breaker, SSRF-checked at
+connect, no redirects, bounded reads); each reply becomes an ``Outcome``
+reported through ``done`` as soon as it arrives.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
+import threading
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
-from urllib.parse import urlsplit
 
-import httpcore
+import orjson
 from django.conf import settings
 
 from polling.dbtime import DB_TIME
-from polling.dispatch.base import ClaimedJob, Outcome
-from polling.dispatch.guarded_network import BlockedConnect, GuardedBackend
-from polling.dispatch.hostguard import HostGuard, HostOpen
-from polling.dispatch.signing import signed_headers
+from polling.dispatch.base import ClaimedJob, Done, Outcome, deliver_all
+from polling.dispatch.hostguard import HostGuard
 from polling.dispatch.team_secrets import SecretsLookup, team_signing_secrets
+from polling.dispatch.transport import Outgoing, Reply, TransportProcess
 from polling.renewer import PROGRESS
 from scheduling import conf
 from scheduling.clock import iso_utc
@@ -35,7 +34,6 @@ logger = logging.getLogger(__name__)
 
 USER_AGENT = "sendlater-webhook/1"
 ERROR_EXCERPT_CHARS = 300
-_MAX_BODY_READ_BYTES = 64 * 1024
 _RETRY_AFTER_CAP_SECONDS = 24 * 3600
 
 
@@ -66,172 +64,146 @@ def classify(status: int, headers: dict[str, str], now: datetime) -> tuple[str, 
     return "retry", None
 
 
-def request_body(job: ClaimedJob) -> str:
-    return json.dumps(
-        {
-            "id": str(job.id),
-            "due_at": iso_utc(job.due_at),
-            "payload": job.payload,
-            "attempt": job.attempt,
-            "metadata": job.metadata,
-        },
-        separators=(",", ":"),
-    )
+def request_body(job: ClaimedJob) -> bytes:
+    """The JSON body of a delivery (compact; what the signature covers)."""
+    body = {
+        "id": str(job.id),
+        "due_at": iso_utc(job.due_at),
+        "payload": job.payload,
+        "attempt": job.attempt,
+        "metadata": job.metadata,
+    }
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # an integer beyond 64 bits, which orjson refuses: exact all the same
+        return json.dumps(body, separators=(",", ":")).encode()
 
 
-def _host_key(url: str) -> str:
-    parts = urlsplit(url)
-    return (
-        f"{(parts.hostname or '').lower()}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
-    )
-
-
-def _interleave_by_host(jobs: Sequence[ClaimedJob]) -> list[ClaimedJob]:
-    """Round-robin the batch across hosts so one host's jobs don't queue first."""
-    by_host: dict[str, list[ClaimedJob]] = defaultdict(list)
-    for job in jobs:
-        by_host[_host_key(job.target)].append(job)
-    queues = list(by_host.values())
-    ordered: list[ClaimedJob] = []
-    for round_ in range(max((len(q) for q in queues), default=0)):
-        ordered.extend(q[round_] for q in queues if round_ < len(q))
-    return ordered
+_HEADERS = [
+    "content-type: application/json",
+    f"user-agent: {USER_AGENT}",
+    "expect:",  # no 100-continue round trip
+]
 
 
 class WebhookSink:
-    """Deliver webhook jobs; returns one Outcome per job, never raises per job."""
+    """Deliver webhook jobs; reports one Outcome per job, never raises per job."""
 
     def __init__(
         self,
         *,
-        concurrency: int = 16,
+        concurrency: int | None = None,
+        max_connections: int | None = None,
         secrets_for: SecretsLookup | None = None,
         connect_timeout: float | None = None,
         read_timeout: float | None = None,
         guard: HostGuard | None = None,
         clock: Callable[[], datetime] = DB_TIME.now,
+        queue_seconds: float | None = None,
     ) -> None:
-        self.concurrency = max(1, concurrency)
+        """``max_connections``: requests in flight at once over all hosts (the
+        connection pool; default SENDLATER_WEBHOOK_MAX_CONNECTIONS). ``concurrency``
+        (the handler threads every sink is built with) does not apply: webhooks run
+        in one transport process, bounded by the window and the per-host cap.
+        ``guard`` gives the per-host cap and breaker settings (the transport process
+        keeps the state)."""
+        del concurrency
         self.secrets_for = secrets_for or team_signing_secrets
-        self.connect_timeout = connect_timeout or settings.SENDLATER_WEBHOOK_CONNECT_TIMEOUT_SECONDS
-        self.read_timeout = read_timeout or settings.SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS
-        self.guard = guard or HostGuard(
+        self.clock = clock
+        guard = guard or HostGuard(
             max_per_host=settings.SENDLATER_WEBHOOK_MAX_PER_HOST,
             failure_threshold=settings.SENDLATER_BREAKER_FAILURES,
             cooldown=settings.SENDLATER_BREAKER_COOLDOWN_SECONDS,
             max_cooldown=settings.SENDLATER_BREAKER_MAX_COOLDOWN_SECONDS,
         )
-        self.clock = clock
-        self.pool = httpcore.ConnectionPool(
-            max_connections=self.concurrency * 2,
-            max_keepalive_connections=self.concurrency * 2,
-            keepalive_expiry=30.0,
-            retries=0,
-            network_backend=GuardedBackend(conf.callback_allowlist()),
-        )
-        self.executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="webhook")
+        config = {
+            "allowlist": conf.callback_allowlist(),
+            "guard": guard.settings(),
+            "connect_timeout": connect_timeout
+            or settings.SENDLATER_WEBHOOK_CONNECT_TIMEOUT_SECONDS,
+            "read_timeout": read_timeout or settings.SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS,
+            "max_connections": max_connections or settings.SENDLATER_WEBHOOK_MAX_CONNECTIONS,
+            "queue_seconds": queue_seconds or settings.SENDLATER_WEBHOOK_QUEUE_SECONDS,
+        }
+        self.transport = TransportProcess(config=config, on_replies=self._on_replies)
+        self._tokens = itertools.count()
+        self._lock = threading.Lock()
+        # token -> (job, done, when signed: database time, monotonic time)
+        self._pending: dict[int, tuple[ClaimedJob, Done, datetime, float]] = {}
+
+    def submit(self, jobs: Sequence[ClaimedJob], done: Done) -> None:
+        if not jobs:
+            return
+        secrets = self.secrets_for({job.team_id for job in jobs})
+        signed_at = self.clock()  # the database's clock (receivers check it, +-5 min)
+        signed_mono = time.monotonic()
+        batch: list[Outgoing] = []
+        pending = []
+        for job in jobs:
+            keys = secrets.get(job.team_id)
+            if not keys:
+                done(job, Outcome(job.id, "retry", error="team has no signing secret"))
+                continue
+            token = next(self._tokens)
+            pending.append((token, (job, done, signed_at, signed_mono)))
+            batch.append(
+                Outgoing(
+                    token, job.target, str(job.id), request_body(job), _HEADERS, keys, signed_at
+                )
+            )
+        if not batch:
+            return
+        with self._lock:
+            self._pending.update(pending)
+        self.transport.send(batch)
 
     def deliver(self, jobs: Sequence[ClaimedJob]) -> list[Outcome]:
-        if not jobs:
-            return []
-        secrets = self.secrets_for({job.team_id for job in jobs})
-        ordered = _interleave_by_host(jobs)
-        futures = {
-            job.id: self.executor.submit(self._deliver_one, job, secrets.get(job.team_id, []))
-            for job in ordered
-        }
-        return [futures[job.id].result() for job in jobs]
+        """Deliver ``jobs`` and wait for all of them (tests and one-off callers)."""
+        return deliver_all(self, jobs)
 
     def close(self) -> None:
-        self.executor.shutdown(wait=True)
-        self.pool.close()
+        self.transport.close()
 
-    def _deliver_one(self, job: ClaimedJob, secrets: Iterable[str]) -> Outcome:
-        # The database's clock, not this machine's: receivers check webhook-timestamp
-        # against theirs (Standard Webhooks: within 5 minutes). Durations: monotonic.
-        started = self.clock()
-        t0 = time.monotonic()
-        host = _host_key(job.target)
-
-        def outcome(result: str, error: str = "", **extra: object) -> Outcome:
-            PROGRESS.touch()  # a delivery finished: the batch is moving (lease renewer)
-            return Outcome(
-                job_id=job.id,
-                result=result,  # type: ignore[arg-type]
-                error=error[:ERROR_EXCERPT_CHARS],
-                started_at=started,
-                duration_seconds=time.monotonic() - t0,
-                **extra,  # type: ignore[arg-type]
+    def _on_replies(self, replies: list[tuple[int, Reply]]) -> None:
+        """The transport's replies (on its reader thread): each becomes an Outcome."""
+        with self._lock:
+            entries = [(self._pending.pop(token, None), reply) for token, reply in replies]
+        PROGRESS.touch()  # deliveries finished: the work is moving (lease renewer)
+        for entry, reply in entries:
+            if entry is None:
+                continue
+            job, done, signed_at, signed_mono = entry
+            outcome = self._outcome(job, reply)
+            outcome.started_at = signed_at + timedelta(
+                seconds=max(0.0, reply.started - signed_mono)
             )
+            outcome.duration_seconds = max(0.0, reply.finished - reply.started)
+            done(job, outcome)
 
-        secrets = list(secrets)
-        if not secrets:
-            return outcome("retry", "team has no signing secret")
-        try:
-            with self.guard.slot(host) as trial:
-                ok = False
-                try:
-                    result = self._post(job, secrets, started)
-                    # A 4xx other than 429 is the job's fault: the host itself is fine.
-                    code = result.status_code or 0
-                    ok = code < 500 and code != 429
-                    return outcome(
-                        result.result,
-                        result.error,
-                        status_code=result.status_code,
-                        retry_after_seconds=result.retry_after_seconds,
-                    )
-                except BlockedConnect as error:
-                    ok = True  # the host answered nothing; the guard, not the host, refused
-                    return outcome("dead", str(error))
-                except httpcore.TimeoutException as error:
-                    return outcome("retry", f"timeout: {type(error).__name__}")
-                except (httpcore.NetworkError, httpcore.ProtocolError, OSError) as error:
-                    return outcome("retry", f"{type(error).__name__}: {error}")
-                finally:
-                    self.guard.record(host, ok=ok, trial=trial)
-        except HostOpen as error:
-            return outcome("retry", str(error), retry_after_seconds=error.retry_after)
-
-    def _post(self, job: ClaimedJob, secrets: list[str], started: datetime) -> Outcome:
-        body = request_body(job)
-        headers = {
-            "content-type": "application/json",
-            "user-agent": USER_AGENT,
-            **signed_headers(secrets=secrets, msg_id=str(job.id), timestamp=started, body=body),
-        }
-        timeout = {
-            "connect": self.connect_timeout,
-            "read": self.read_timeout,
-            "write": self.read_timeout,
-            "pool": self.read_timeout,
-        }
-        with self.pool.stream(
-            "POST",
-            job.target,
-            headers=list(headers.items()),
-            content=body.encode(),
-            extensions={"timeout": timeout},
-        ) as response:
-            excerpt = b""
-            for chunk in response.iter_stream():
-                if len(excerpt) < _MAX_BODY_READ_BYTES:
-                    excerpt += chunk
-                else:
-                    break  # don't read a huge body; the connection is dropped
-            status = response.status
-            response_headers = {
-                k.decode("latin-1").lower(): v.decode("latin-1") for k, v in response.headers
-            }
-        result, retry_after = classify(status, response_headers, self.clock())
+    def _outcome(self, job: ClaimedJob, reply: Reply) -> Outcome:
+        if reply.status is None:
+            if reply.kind == "blocked":  # the guard refused; retrying cannot help
+                return Outcome(job.id, "dead", error=reply.error[:ERROR_EXCERPT_CHARS])
+            if reply.kind == "deferred":  # never tried: not an attempt
+                return Outcome(
+                    job.id, "deferred", error=reply.error, retry_after_seconds=reply.wait_hint
+                )
+            return Outcome(
+                job.id,
+                "retry",
+                error=reply.error[:ERROR_EXCERPT_CHARS],
+                retry_after_seconds=reply.wait_hint,
+            )
+        headers = {"retry-after": reply.retry_after} if reply.retry_after else {}
+        result, retry_after = classify(reply.status, headers, self.clock())
         error = ""
         if result != "delivered":
-            text = excerpt[:ERROR_EXCERPT_CHARS].decode("utf-8", "replace")
-            error = f"HTTP {status}: {text}".strip()
+            text = reply.excerpt[:ERROR_EXCERPT_CHARS].decode("utf-8", "replace")
+            error = f"HTTP {reply.status}: {text}".strip()[:ERROR_EXCERPT_CHARS]
         return Outcome(
-            job_id=job.id,
-            result=result,  # type: ignore[arg-type]
+            job.id,
+            result,  # type: ignore[arg-type]
             error=error,
-            status_code=status,
+            status_code=reply.status,
             retry_after_seconds=retry_after,
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -167,8 +168,8 @@ def _plain_job(item: Any, fields: Mapping[str, serializers.Field]) -> dict[str, 
     except serializers.ValidationError:
         return None
     if "payload" in item:
-        if item["payload"] is None:
-            return None
+        if item["payload"] is None or not _finite(item["payload"]):
+            return None  # the serializer's JSONField refuses inf and -inf
         out["payload"] = item["payload"]
     if "metadata" in item:
         metadata = item["metadata"]
@@ -194,6 +195,18 @@ def _plain_job(item: Any, fields: Mapping[str, serializers.Field]) -> dict[str, 
 
 
 _TEXT_FIELDS = frozenset({"callback_url", "handler", "idempotency_key"})
+
+
+def _finite(value: Any) -> bool:
+    """No inf or -inf anywhere in ``value`` (a parsed body never holds one; a caller's
+    Python data may)."""
+    if type(value) is float:
+        return math.isfinite(value)
+    if type(value) is dict:
+        return all(_finite(v) for v in value.values())
+    if type(value) is list:
+        return all(_finite(v) for v in value)
+    return True
 
 
 def bulk_jobs_plain(data: Any) -> list[dict[str, Any]] | None:

@@ -9,6 +9,7 @@ the job twice, with the same ``webhook-id``; the database says delivered once.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from datetime import timedelta
 
 from standardwebhooks.webhooks import Webhook
 
+from polling.models import ShardLease
 from scheduling.clock import db_now
 from scheduling.models import DeliveryAttempt, Job
 from scheduling.services import job_schedule
@@ -82,3 +84,34 @@ def test_crash_after_delivery_duplicates_once_with_the_same_webhook_id(tmp_path,
     assert list(DeliveryAttempt.objects.filter(job=job).values_list("attempt", "result")) == [
         (2, "delivered")
     ]
+
+
+def test_sigterm_with_deliveries_in_flight_finishes_and_writes_them_back(
+    tmp_path, settings
+) -> None:
+    """SIGTERM while webhooks are out: the poller claims nothing more, waits for the
+    replies, writes them back, releases its leases and exits 0. Nothing is sent twice."""
+    settings.SENDLATER_CALLBACK_ALLOWLIST = ["127.0.0.1"]
+    team = team_create(slug="sigterm")
+    with running_receiver() as rx:
+        due = db_now() + timedelta(seconds=1)
+        jobs = [
+            job_schedule(team=team, due_at=due, target_kind="webhook", target=rx.url("/slow/2"))[0]
+            for _ in range(3)
+        ]
+        poller = start_poller("graceful", tmp_path)
+        try:
+            deadline = time.monotonic() + 30
+            while len(rx.requests) < len(jobs):
+                assert time.monotonic() < deadline, (tmp_path / "graceful.log").read_text()
+                time.sleep(0.05)
+            assert {Job.objects.get(id=j.id).status for j in jobs} == {"claimed"}  # in flight
+            poller.send_signal(signal.SIGTERM)
+            assert poller.wait(timeout=20) == 0, (tmp_path / "graceful.log").read_text()
+        finally:
+            if poller.poll() is None:
+                poller.kill()
+    assert {Job.objects.get(id=j.id).status for j in jobs} == {"delivered"}
+    assert len(rx.requests) == len(jobs)
+    assert DeliveryAttempt.objects.filter(job_id__in=[j.id for j in jobs]).count() == len(jobs)
+    assert not ShardLease.objects.filter(owner="graceful").exists()

@@ -195,7 +195,8 @@ def test_a_batch_costs_the_same_statements_whatever_its_size(team, jobs) -> None
     poller._anchor(base + timedelta(seconds=5))
     poller._next_maintenance = base + timedelta(hours=1)  # lease renewal is time-gated
     with CaptureQueriesContext(connection) as queries:
-        claimed = poller._batch(base, shard)
+        claimed = poller._claim(base, shard, 2000)
+        poller._settle()
     assert claimed == in_shard
     work = [q["sql"] for q in queries if "SAVEPOINT" not in q["sql"]]
     assert len(work) == 3, work  # claim, write-back, attempts INSERT

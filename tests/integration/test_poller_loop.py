@@ -302,9 +302,9 @@ def test_a_poller_whose_machine_clock_is_5_minutes_fast_stamps_with_the_database
     seen = []
 
     class Stamping(HandlerSink):
-        def deliver(self, jobs):
+        def submit(self, jobs, done):
             seen.append((DB_TIME.now(), db_now()))
-            return super().deliver(jobs)
+            return super().submit(jobs, done)
 
     [(job, _)] = job_schedule_many(team=team, specs=[job_spec(in_seconds=-1)])
     poller = poller_build(sink=Stamping(concurrency=2))

@@ -27,6 +27,8 @@ class Receiver:
     port: int
     requests: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    active: int = 0  # requests being answered right now
+    most_active: int = 0  # the most ever answered at once
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -55,6 +57,15 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                         time.time(),
                     )
                 )
+                receiver.active += 1
+                receiver.most_active = max(receiver.most_active, receiver.active)
+            try:
+                self._respond()
+            finally:
+                with receiver.lock:
+                    receiver.active -= 1
+
+        def _respond(self) -> None:
             path = self.path.split("?")[0]
             if path.startswith("/slow"):
                 time.sleep(float(path.rsplit("/", 1)[-1]))

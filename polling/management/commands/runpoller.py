@@ -6,6 +6,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 from typing import Any
 
@@ -24,6 +25,7 @@ from scheduling import handlers
 logger = logging.getLogger("polling.runpoller")
 
 _NAME_MAX = 200
+_SWITCH_INTERVAL_SECONDS = 0.001
 
 
 class Command(BaseCommand):
@@ -36,7 +38,13 @@ class Command(BaseCommand):
         parser.add_argument("--name", help="poller name (default: host-pid); unique per process")
         parser.add_argument("--batch-size", type=int, default=None, help="rows per claim")
         parser.add_argument(
-            "--concurrency", type=int, default=None, help="parallel deliveries per batch"
+            "--concurrency", type=int, default=None, help="handler threads (in-process handlers)"
+        )
+        parser.add_argument(
+            "--window",
+            type=int,
+            default=None,
+            help="jobs in flight at once (claimed, not yet written back; SENDLATER_WINDOW)",
         )
         parser.add_argument(
             "--poll-interval", type=float, default=None, help="idle sleep in seconds"
@@ -58,6 +66,7 @@ class Command(BaseCommand):
         name = options["name"] or f"{socket.gethostname()}-{os.getpid()}"
         batch_size = _option(options["batch_size"], conf.batch_size(), "--batch-size", int)
         concurrency = _option(options["concurrency"], conf.concurrency(), "--concurrency", int)
+        window = _option(options["window"], conf.window(), "--window", int)
         interval = _option(
             options["poll_interval"], conf.poll_interval_seconds(), "--poll-interval", float
         )
@@ -67,6 +76,8 @@ class Command(BaseCommand):
             raise CommandError(f"--batch-size must lie in 1..10000 (got {batch_size})")
         if not 1 <= concurrency <= 1_000:
             raise CommandError(f"--concurrency must lie in 1..1000 (got {concurrency})")
+        if not 1 <= window <= 100_000:
+            raise CommandError(f"--window must lie in 1..100000 (got {window})")
         if not 0.01 <= interval <= 3600:
             raise CommandError(f"--poll-interval must lie in 0.01..3600 seconds (got {interval})")
         # -v 0: warnings only; -v 1 (default): as LOG_LEVEL says; -v 2: every batch.
@@ -93,6 +104,7 @@ class Command(BaseCommand):
         poller = Poller(
             name=name,
             sink=Router(sinks_build(concurrency=concurrency)),
+            window=window,
             batch_size=batch_size,
             poll_interval=interval,
             sweep_every=conf.sweep_seconds(),
@@ -105,6 +117,9 @@ class Command(BaseCommand):
         except PollerNameInUse as error:
             raise CommandError(str(error)) from error
         _install_signals(poller)
+        # Threads that wake for I/O (webhook replies, the lease renewer) wait for the
+        # GIL while the loop runs Python: hand it over within 1 ms, not the default 5.
+        sys.setswitchinterval(_SWITCH_INTERVAL_SECONDS)
         poller.run(once=options["once"])
 
 

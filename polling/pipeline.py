@@ -1,0 +1,251 @@
+"""The dispatch pipeline: a bounded window of deliveries in flight, written back in groups.
+
+Three stages, all driven from the poller's own thread (the only one that touches
+its database connection):
+
+1. **submit** — claimed jobs enter the window and go to the sink, which returns at
+   once (a pipelined sink) and reports each outcome from its own thread as the
+   delivery ends. Jobs already expired never reach the sink.
+2. **collect** — outcomes that have arrived move from the sink's threads to the
+   ready list (a queue between threads); a job in flight for longer than the
+   stall limit is given up as a retry, so a handler that never returns holds one
+   slot, never the shard's progress.
+3. **write back** — the ready results are written in one fenced transaction when
+   ``group_size`` are ready or the oldest has waited ``group_seconds``: final
+   statuses, retries moved to their new bucket, attempt rows.
+
+The window (``window`` jobs: claimed and not yet written back) bounds what a crash
+can deliver twice. Each write is fenced per row on the lease epoch the job was
+claimed with, so results of a shard whose lease was lost are refused and reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import time
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.db import transaction
+
+from polling import claims, metrics
+from polling.attempts import attempts_record
+from polling.dispatch.base import ClaimedJob, Outcome, is_pipelined
+from polling.failpoints import failpoint
+from polling.renewer import PROGRESS
+from polling.retries import results_build
+
+logger = logging.getLogger(__name__)
+
+
+class Pipeline:
+    """One poller's jobs in flight; every method runs on the poller's thread."""
+
+    def __init__(
+        self,
+        *,
+        owner: str,
+        sink: object,
+        window: int,
+        group_size: int,
+        group_seconds: float,
+        stall_seconds: float,
+    ) -> None:
+        self.owner = owner
+        self.sink = sink
+        self.window = max(1, window)
+        self.group_size = max(1, group_size)
+        self.group_seconds = group_seconds
+        self.stall_seconds = stall_seconds
+        self._arrived: queue.SimpleQueue[tuple[ClaimedJob, Outcome]] = queue.SimpleQueue()
+        # Sent and not yet answered, in the order sent: id -> (job, monotonic time sent).
+        self._sent: dict[object, tuple[ClaimedJob, float]] = {}
+        self._ready_jobs: list[ClaimedJob] = []
+        self._ready_outcomes: list[Outcome] = []
+        self._expired: list[ClaimedJob] = []
+        self._ready_since: float | None = None  # when the oldest unwritten result arrived
+        self.by_shard: Counter[int] = Counter()  # jobs in the window per shard
+
+    # --- state --------------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        """Jobs in the window: sent, or answered and not yet written back."""
+        return len(self._sent) + len(self._ready_jobs) + len(self._expired)
+
+    def room(self) -> int:
+        return self.window - self.in_flight
+
+    @property
+    def all_answered(self) -> bool:
+        """Nothing is out with the sink (what is in the window only awaits its write)."""
+        return not self._sent
+
+    def busy_shards(self) -> set[int]:
+        return {shard for shard, count in self.by_shard.items() if count}
+
+    # --- 1. submit ------------------------------------------------------------------
+
+    def submit(self, jobs: Sequence[ClaimedJob], now: datetime) -> None:
+        """Put claimed ``jobs`` in the window and hand the live ones to the sink."""
+        live: list[ClaimedJob] = []
+        for job in jobs:
+            self.by_shard[job.shard] += 1
+            if job.expires_at is not None and job.expires_at <= now:
+                self._expired.append(job)
+            else:
+                live.append(job)
+        if self._expired and self._ready_since is None:
+            self._ready_since = time.monotonic()
+        if not live:
+            return
+        sent_at = time.monotonic()
+        for job in live:
+            self._sent[job.id] = (job, sent_at)
+        metrics.IN_FLIGHT.set(self.in_flight)
+        if is_pipelined(self.sink):
+            self.sink.submit(live, self._done)  # type: ignore[attr-defined]
+            return
+        # A simple sink answers the whole group before it returns: the lease renewer
+        # keeps the leases while its deliveries progress.
+        with PROGRESS.dispatching_batch():
+            outcomes = self.sink.deliver(live)  # type: ignore[attr-defined]
+        by_id = {o.job_id: o for o in outcomes}
+        for job in live:
+            self._done(job, by_id.get(job.id) or Outcome(job.id, "retry", error="no outcome"))
+
+    def _done(self, job: ClaimedJob, outcome: Outcome) -> None:
+        """The sink's report, from any thread."""
+        self._arrived.put((job, outcome))
+
+    # --- 2. collect -----------------------------------------------------------------
+
+    def collect(self, timeout: float = 0.0) -> int:
+        """Take the outcomes that have arrived; wait up to ``timeout`` s for a first one.
+
+        Returns how many outcomes were taken. An outcome for a job no longer in
+        flight (given up as stalled, or reported twice) is ignored.
+        """
+        taken = 0
+        arrived = self._arrived
+        try:
+            if timeout > 0 and arrived.empty() and self._sent:
+                item = arrived.get(timeout=timeout)
+            else:
+                item = arrived.get_nowait()
+            while True:
+                taken += self._take(*item)
+                item = arrived.get_nowait()
+        except queue.Empty:
+            pass
+        taken += self._give_up_stalled()
+        return taken
+
+    def _take(self, job: ClaimedJob, outcome: Outcome) -> int:
+        if self._sent.pop(job.id, None) is None:
+            return 0
+        if self._ready_since is None:
+            self._ready_since = time.monotonic()
+        self._ready_jobs.append(job)
+        self._ready_outcomes.append(outcome)
+        return 1
+
+    def _give_up_stalled(self) -> int:
+        """Retry the jobs in flight for longer than the stall limit (oldest first)."""
+        if not self._sent:
+            return 0
+        limit = time.monotonic() - self.stall_seconds
+        stalled = []
+        for job, sent_at in self._sent.values():  # in the order sent: stop at a young one
+            if sent_at > limit:
+                break
+            stalled.append(job)
+        for job in stalled:
+            logger.warning(
+                "poller %s: job %s (shard %s) had no outcome within %.0fs; retrying it",
+                self.owner,
+                job.id,
+                job.shard,
+                self.stall_seconds,
+                extra={"shard": job.shard, "job": str(job.id)},
+            )
+            error = f"no outcome within {self.stall_seconds:.0f}s (delivery stalled)"
+            self._take(job, Outcome(job.id, "retry", error=error))
+        return len(stalled)
+
+    # --- 3. write back --------------------------------------------------------------
+
+    def write_due(self) -> bool:
+        """Whether a group is ready: ``group_size`` results, or the oldest is old enough."""
+        ready = len(self._ready_jobs) + len(self._expired)
+        if not ready:
+            return False
+        if ready >= self.group_size:
+            return True
+        assert self._ready_since is not None
+        return time.monotonic() - self._ready_since >= self.group_seconds
+
+    def seconds_to_write(self) -> float | None:
+        """Seconds until the ready results are due to be written (None: nothing ready)."""
+        if self._ready_since is None:
+            return None
+        return max(0.0, self._ready_since + self.group_seconds - time.monotonic())
+
+    def write_back(self, now: datetime) -> set[int]:
+        """Write every ready result in one fenced transaction; return shards found lost.
+
+        A result refused by the fence (the lease changed hands since the claim) is
+        dropped: the shard's new owner returns the row to pending and delivers it.
+        """
+        jobs, outcomes, expired = self._ready_jobs, self._ready_outcomes, self._expired
+        if not jobs and not expired:
+            return set()
+        self._ready_jobs, self._ready_outcomes, self._expired = [], [], []
+        self._ready_since = None
+        failpoint("after_dispatch")  # fault tests: crash between delivery and write-back
+        try:
+            with transaction.atomic():
+                results = results_build(jobs=jobs, outcomes=outcomes, expired=expired, now=now)
+                written = claims.write_back(owner=self.owner, results=results, now=now)
+                attempts_record(
+                    jobs=jobs + expired,
+                    outcomes=outcomes,
+                    results=results,
+                    written=written,
+                    poller=self.owner,
+                    now=now,
+                )
+        finally:
+            for job in jobs:
+                self.by_shard[job.shard] -= 1
+            for job in expired:
+                self.by_shard[job.shard] -= 1
+            metrics.IN_FLIGHT.set(self.in_flight)
+        metrics.WRITEBACK_GROUP.observe(len(results))
+        metrics.outcomes_export(results, written, now)
+        if len(written) == len(results):
+            return set()
+        lost = {job.shard for job in (*jobs, *expired) if job.id not in written}
+        metrics.FENCED_REJECTED.inc(len(results) - len(written))
+        logger.warning(
+            "poller %s: %s of %s results fenced out (lease lost) on shards %s",
+            self.owner,
+            len(results) - len(written),
+            len(results),
+            sorted(lost),
+            extra={"shards": sorted(lost)},
+        )
+        return lost
+
+    def forget(self) -> int:
+        """Drop everything in the window unwritten (the leases are gone: the shards'
+        next owners return the rows to pending). Returns how many jobs were dropped."""
+        dropped = self.in_flight
+        self._sent.clear()
+        self._ready_jobs, self._ready_outcomes, self._expired = [], [], []
+        self._ready_since = None
+        self.by_shard.clear()
+        metrics.IN_FLIGHT.set(0)
+        return dropped

@@ -1,0 +1,172 @@
+"""The dispatch pipeline: a window of deliveries in flight, written back as they complete."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+
+from polling.dispatch.base import Outcome
+from polling.dispatch.hostguard import HostGuard
+from polling.dispatch.router import Router
+from polling.dispatch.webhook import WebhookSink
+from scheduling.models import DeliveryAttempt, Job
+from scheduling.services import job_schedule
+from tests.integration.test_webhook_sink import SECRET, claimed
+from tests.support.pollers import future_base, poller_build
+from tests.support.receiver import running_receiver
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _allow_loopback(settings):
+    settings.SENDLATER_CALLBACK_ALLOWLIST = ["127.0.0.1"]
+    settings.SENDLATER_BREAKER_FAILURES = 1000
+
+
+def webhook_job(team, url, due):
+    job, _ = job_schedule(team=team, due_at=due, target_kind="webhook", target=url, now=due)
+    return job
+
+
+def statuses(jobs) -> list[str]:
+    return [Job.objects.get(id=job.id).status for job in jobs]
+
+
+def test_fast_results_are_written_while_a_slow_host_is_still_in_flight(team) -> None:
+    """One slow target holds back neither the write-back nor the claims of others."""
+    base = future_base()
+    with running_receiver() as slow_rx, running_receiver() as fast_rx:
+        slow = [webhook_job(team, slow_rx.url("/slow/3"), base) for _ in range(3)]
+        fast = [webhook_job(team, fast_rx.url("/ok"), base) for _ in range(6)]
+        poller = poller_build(sink=Router({"webhook": WebhookSink()}))
+        poller.iterate(now=base + timedelta(seconds=1), settle=False)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and set(statuses(fast)) != {"delivered"}:
+            poller._pump(wait=0.05)
+        assert set(statuses(fast)) == {"delivered"}
+        assert set(statuses(slow)) == {"claimed"}  # still in flight, not holding anyone up
+        assert poller.pipeline.in_flight == len(slow)
+        later = webhook_job(team, fast_rx.url("/ok"), base + timedelta(seconds=2))
+        poller.iterate(now=base + timedelta(seconds=3), settle=False)  # claims go on meanwhile
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and statuses([later]) != ["delivered"]:
+            poller._pump(wait=0.05)
+        assert statuses([later]) == ["delivered"]
+        poller._settle()
+        poller.sink.close()
+    assert set(statuses(slow)) == {"delivered"}
+    assert poller.pipeline.in_flight == 0
+
+
+def test_requests_to_one_host_start_in_order_and_within_its_cap() -> None:
+    with running_receiver() as rx:
+        guard = HostGuard(max_per_host=1, failure_threshold=5, cooldown=10, max_cooldown=60)
+        sink = WebhookSink(secrets_for=lambda ids: {i: [SECRET] for i in ids}, guard=guard)
+        jobs = [claimed(rx.url(f"/ok?n={n}")) for n in range(8)]
+        outcomes = sink.deliver(jobs)
+        capped = WebhookSink(
+            secrets_for=lambda ids: {i: [SECRET] for i in ids},
+            guard=HostGuard(max_per_host=2, failure_threshold=5, cooldown=10, max_cooldown=60),
+        )
+        with running_receiver() as slow_rx:
+            slow = capped.deliver([claimed(slow_rx.url("/slow/0.3")) for _ in range(6)])
+        sink.close(), capped.close()
+    assert [o.result for o in outcomes] == ["delivered"] * 8
+    assert rx.paths() == [f"/ok?n={n}" for n in range(8)]  # in the order sent
+    assert {o.result for o in slow} == {"delivered"}
+    assert slow_rx.most_active == 2  # never more than the host's cap at once
+
+
+def test_a_host_that_cannot_keep_up_gets_its_jobs_back_untried(team, settings) -> None:
+    """Beyond what a slow host can take within SENDLATER_WEBHOOK_QUEUE_SECONDS, jobs are
+    handed back to pending at once: no attempt counted or recorded, due when the host
+    should have room, and they never sit in the window."""
+    settings.SENDLATER_WEBHOOK_MAX_PER_HOST = 1
+    settings.SENDLATER_WEBHOOK_QUEUE_SECONDS = 0.5
+    base = future_base()
+    with running_receiver() as rx:
+        jobs = [webhook_job(team, rx.url("/slow/1.5"), base) for _ in range(5)]
+        poller = poller_build(sink=Router({"webhook": WebhookSink()}))
+        now = base + timedelta(seconds=1)
+        poller.iterate(now=now)
+        poller.sink.close()
+    rows = [Job.objects.get(id=job.id) for job in jobs]
+    delivered = [r for r in rows if r.status == "delivered"]
+    deferred = [r for r in rows if r.status == "pending"]
+    assert delivered and deferred
+    assert len(rx.requests) == len(delivered)  # the deferred ones were never sent
+    for row in deferred:
+        assert row.attempts == 0 and row.due_at >= now + timedelta(seconds=1)
+        assert row.last_error.startswith("deferred:")
+    assert DeliveryAttempt.objects.filter(job_id__in=[r.id for r in deferred]).count() == 0
+
+
+class SilentSink:
+    """Takes jobs and never answers (a handler stuck for good)."""
+
+    def submit(self, jobs, done) -> None:
+        self.jobs = list(jobs)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_delivery_with_no_outcome_is_given_up_as_a_retry(team, settings) -> None:
+    settings.SENDLATER_WEBHOOK_CONNECT_TIMEOUT_SECONDS = 0.1
+    settings.SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS = 0.1  # the stall limit: 0.4 s
+    base = future_base()
+    job = webhook_job(team, "http://127.0.0.1:9/never", base)
+    poller = poller_build(sink=SilentSink())
+    started = time.monotonic()
+    poller.iterate(now=base + timedelta(seconds=1))
+    assert time.monotonic() - started < 5
+    job.refresh_from_db()
+    assert job.status == "pending" and job.attempts == 1
+    assert job.last_error.startswith("no outcome within")
+    assert poller.pipeline.in_flight == 0
+
+
+class HeldSink:
+    """Answers only when the test says so."""
+
+    def __init__(self) -> None:
+        self.held: list = []
+
+    def submit(self, jobs, done) -> None:
+        self.held.extend((job, done) for job in jobs)
+
+    def release(self) -> None:
+        for job, done in self.held:
+            done(job, Outcome(job.id, "delivered", status_code=200))
+        self.held = []
+
+    def close(self) -> None:
+        pass
+
+
+def test_results_of_a_lease_lost_mid_flight_are_fenced_out(team) -> None:
+    from polling import claims
+    from polling.models import ShardLease
+
+    base = future_base()
+    job = webhook_job(team, "http://127.0.0.1:9/x", base)
+    sink = HeldSink()
+    poller = poller_build(sink=sink)
+    now = base + timedelta(seconds=1)
+    poller.iterate(now=now, settle=False)
+    assert [j.id for j, _ in sink.held] == [job.id]
+    # Another poller takes the shard over (the lease expired meanwhile): a new epoch.
+    ShardLease.objects.filter(shard=job.shard).update(expires_at=now - timedelta(seconds=1))
+    taken = claims.lease_acquire(
+        owner="p2", shards=[job.shard], now=now, until=now + timedelta(minutes=5)
+    )
+    assert taken
+    sink.release()
+    poller._settle()
+    job.refresh_from_db()
+    assert job.status == "claimed"  # the late delivery was not written: p2 returns it
+    assert job.shard not in poller.leases
+    assert DeliveryAttempt.objects.filter(job=job).count() == 0
