@@ -26,6 +26,7 @@ from polling.failpoints import failpoint
 from polling.models import PollerState
 from polling.renewer import PROGRESS, LeaseRenewer
 from polling.retries import results_build
+from polling.schedules import schedules_materialize
 from polling.sweeper import sweep_stranded
 from polling.upkeep import StorageUpkeep
 from scheduling import conf as scheduling_conf
@@ -212,6 +213,7 @@ class Poller:
         if time.monotonic() >= self._next_sweep:
             self._next_sweep = time.monotonic() + self.sweep_every
             sweep_stranded(owner=self.name, now=now, width=self.width)
+        schedules_materialize(owner=self.name, leases=self.leases, now=now)  # recurring
         open_bucket = keys.bucket_of(now, self.width)
         step = timedelta(seconds=self.width)
         last_closed = open_bucket - step if is_closed(open_bucket - step, now) else None

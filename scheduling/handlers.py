@@ -28,6 +28,9 @@ class Delivery:
     due_at: datetime
     payload: Any
     metadata: dict[str, str] = field(default_factory=dict)
+    # Set for an occurrence of a recurring schedule.
+    schedule_id: UUID | None = None
+    scheduled_for: datetime | None = None
 
 
 Handler = Callable[[Delivery], None]

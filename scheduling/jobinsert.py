@@ -40,6 +40,8 @@ COPY_COLUMNS = (
     ("last_error", "text"),
     ("created_at", "timestamptz"),
     ("updated_at", "timestamptz"),
+    ("schedule_id", "uuid"),
+    ("scheduled_for", "timestamptz"),
 )
 COPY_SQL = (
     f"COPY scheduling_job ({', '.join(name for name, _ in COPY_COLUMNS)})"
@@ -145,6 +147,8 @@ def _rows(jobs: Iterable[Job]) -> Iterator[tuple[object, ...]]:
             d["last_error"],
             d["created_at"],
             d["updated_at"],
+            d["schedule_id"],
+            d["scheduled_for"],
         )
 
 

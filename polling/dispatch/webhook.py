@@ -67,16 +67,17 @@ def classify(status: int, headers: dict[str, str], now: datetime) -> tuple[str, 
 
 
 def request_body(job: ClaimedJob) -> str:
-    return json.dumps(
-        {
-            "id": str(job.id),
-            "due_at": iso_utc(job.due_at),
-            "payload": job.payload,
-            "attempt": job.attempt,
-            "metadata": job.metadata,
-        },
-        separators=(",", ":"),
-    )
+    body = {
+        "id": str(job.id),
+        "due_at": iso_utc(job.due_at),
+        "payload": job.payload,
+        "attempt": job.attempt,
+        "metadata": job.metadata,
+    }
+    if job.schedule_id is not None:  # an occurrence of a recurring schedule
+        body["schedule_id"] = str(job.schedule_id)
+        body["scheduled_for"] = iso_utc(job.scheduled_for) if job.scheduled_for else None
+    return json.dumps(body, separators=(",", ":"))
 
 
 def _host_key(url: str) -> str:
