@@ -261,3 +261,49 @@ def test_dst_occurrences_materialize_once(team, settings, zone, cron, start, exp
     assert live_instants(schedule) == expected
     poller.iterate(now=start + timedelta(hours=1))
     assert live_instants(schedule) == expected
+
+
+def test_handler_delivery_and_webhook_body_carry_the_schedule(team) -> None:
+    import json
+
+    from polling.dispatch.router import Router, sinks_build
+    from polling.dispatch.webhook import request_body
+    from scheduling.handlers import _registry, register
+
+    seen = []
+
+    @register("remember")
+    def remember(delivery) -> None:
+        seen.append(delivery)
+
+    try:
+        base = future_base()
+        spec = ScheduleSpec(
+            target_kind="handler", target="remember", every_seconds=60, start_at=base
+        )
+        schedule = schedule_create(team=team, spec=spec, now=base)
+        poller = poller_build(sink=Router(sinks_build(concurrency=2)))
+        poller.iterate(now=base)
+        poller.iterate(now=base + timedelta(seconds=1))
+    finally:
+        _registry.pop("remember", None)
+    assert [(d.schedule_id, d.scheduled_for) for d in seen] == [(schedule.id, base)]
+    claimed = RecordingSink()
+    other = poller_build("p2", sink=claimed)
+    Job.objects.filter(schedule_id=schedule.id).update(
+        target_kind="webhook", target="https://x.test/"
+    )
+    poller.shutdown()
+    other.iterate(now=base + timedelta(minutes=1, seconds=1))
+    other.iterate(now=base + timedelta(minutes=1, seconds=2))
+    body = json.loads(request_body(claimed.seen[0]))
+    assert body["schedule_id"] == str(schedule.id)
+    assert body["scheduled_for"] == (base + timedelta(minutes=1)).isoformat().replace("+00:00", "Z")
+    plain = json.loads(
+        request_body(type(claimed.seen[0])(**{**_fields(claimed.seen[0]), "schedule_id": None}))
+    )
+    assert "schedule_id" not in plain and "scheduled_for" not in plain
+
+
+def _fields(job) -> dict:
+    return {name: getattr(job, name) for name in job.__slots__}
