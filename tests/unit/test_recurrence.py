@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -96,7 +97,7 @@ def test_every_seconds_counts_real_seconds_across_dst() -> None:
         anchor=datetime(2027, 3, 14, 5, tzinfo=UTC),
     )
     got = next_instants(rule, datetime(2027, 3, 14, 5, tzinfo=UTC), 4)
-    assert [b - a for a, b in zip(got, got[1:])] == [timedelta(hours=1)] * 3
+    assert [b - a for a, b in itertools.pairwise(got)] == [timedelta(hours=1)] * 3
     assert local(got, NY) == [
         "03-14 00:00 EST",
         "03-14 01:00 EST",
