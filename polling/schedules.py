@@ -22,6 +22,7 @@ bulk-scheduled job; from there on they are ordinary jobs.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -82,6 +83,7 @@ class Plan:
     metadata: dict[str, str]
     window_seconds: int
     expires_after_seconds: int | None
+    payload_json: str = ""  # compact JSON, encoded once for all the schedule's jobs
 
 
 SHARD_INDICES_SQL = "SELECT COUNT(*) FROM polling_shardlease"
@@ -156,6 +158,7 @@ def plan(row: Sequence[Any], *, epoch: int, shard: int, now: datetime, until: da
         target_kind=kind,
         target=target,
         payload=to_json(payload),
+        payload_json=payload if isinstance(payload, str) else json.dumps(payload),
         metadata=to_json(metadata) or {},
         window_seconds=int(window),
         expires_after_seconds=expires,
@@ -202,9 +205,16 @@ def schedules_materialize(*, owner: str, leases: Mapping[int, int], now: datetim
 
 # --- the fenced write ------------------------------------------------------------
 
+# PostgreSQL: the batch as arrays (one text literal each) instead of a VALUES list of
+# 7 parameters a row: psycopg neither parses a 14,000-placeholder statement nor adapts
+# each value (2,000 schedules: ~60 ms of Python saved a statement).
+_ADVANCE_ARRAYS = (
+    "SELECT * FROM unnest(%s::uuid[], %s::int[], %s::bigint[], %s::timestamptz[],"
+    " %s::bigint[], %s::timestamptz[], %s::timestamptz[])"
+)
 ADVANCE_SQL = (
     """
-WITH v (v_id, v_shard, v_epoch, v_next, v_version, v_new_next, v_last) AS (VALUES {rows})
+WITH v (v_id, v_shard, v_epoch, v_next, v_version, v_new_next, v_last) AS ({rows})
 UPDATE scheduling_schedule AS s SET next_at = v.v_new_next{ts},
     last_occurrence_at = COALESCE(v.v_last{ts}, s.last_occurrence_at), updated_at = %s
 FROM v
@@ -218,7 +228,7 @@ RETURNING id
 
 LEDGER_PG_SQL = """
 INSERT INTO scheduling_scheduleoccurrence (job_id, schedule_id, scheduled_for)
-SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::timestamptz[])
+SELECT * FROM unnest(%s::text[]::uuid[], %s::text[]::uuid[], %s::text[]::timestamptz[])
 ON CONFLICT DO NOTHING RETURNING job_id
 """
 LEDGER_SQLITE_SQL = """
@@ -227,8 +237,30 @@ VALUES {rows} ON CONFLICT DO NOTHING RETURNING job_id
 """
 
 
+def _array(values: Sequence[Any]) -> str:
+    """A PostgreSQL array literal of plain tokens (hex ids, ISO times, integers, NULL)."""
+    return "{" + ",".join(values) + "}"
+
+
+def _iso(moment: datetime | None) -> str:
+    return "NULL" if moment is None else moment.isoformat()
+
+
 def _advance(owner: str, plans: Sequence[Plan], now: datetime) -> set[uuid.UUID]:
     """Move each schedule's cursor, compare-and-set and fenced; return the ones moved."""
+    if is_postgres():
+        params: list[Any] = [
+            _array([p.schedule_id.hex for p in plans]),
+            _array([str(p.shard) for p in plans]),
+            _array([str(p.epoch) for p in plans]),
+            _array([_iso(p.next_at) for p in plans]),
+            _array([str(p.version) for p in plans]),
+            _array([_iso(p.new_next) for p in plans]),
+            _array([_iso(max(p.instants)) if p.instants else "NULL" for p in plans]),
+        ]
+        sql = ADVANCE_SQL.format(rows=_ADVANCE_ARRAYS, ts="")
+        moved = fetch_all(sql, [*params, dt(now), False, owner, dt(now)])
+        return {to_uuid(r[0]) for r in moved}
     rows, params = values_rows(
         [
             (
@@ -243,7 +275,7 @@ def _advance(owner: str, plans: Sequence[Plan], now: datetime) -> set[uuid.UUID]
             for p in plans
         ]
     )
-    sql = ADVANCE_SQL.format(rows=rows, ts="::timestamptz" if is_postgres() else "")
+    sql = ADVANCE_SQL.format(rows=f"VALUES {rows}", ts="")
     moved = fetch_all(sql, [*params, dt(now), False, owner, dt(now)])
     return {to_uuid(r[0]) for r in moved}
 
@@ -256,7 +288,11 @@ def _ledger_insert(entries: Sequence[tuple[uuid.UUID, uuid.UUID, datetime]]) -> 
     if is_postgres():
         rows = fetch_all(
             LEDGER_PG_SQL,
-            [[e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries]],
+            [
+                _array([e[0].hex for e in entries]),
+                _array([e[1].hex for e in entries]),
+                _array([e[2].isoformat() for e in entries]),
+            ],
         )
         return {to_uuid(r[0]) for r in rows}
     inserted: set[uuid.UUID] = set()
@@ -332,6 +368,7 @@ def occurrences_write_fenced(*, owner: str, plans: Sequence[Plan], now: datetime
                         "target_kind": p.target_kind,
                         "target": p.target,
                         "payload": p.payload,
+                        "_payload_json": p.payload_json,
                         "metadata": p.metadata,
                         "window_seconds": p.window_seconds,
                         "expires_at": instant + timedelta(seconds=expires)

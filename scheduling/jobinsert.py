@@ -49,6 +49,7 @@ COPY_SQL = (
 )
 COPY_TYPES = tuple(kind for _, kind in COPY_COLUMNS)
 _JSONB_VERSION = "\x01"
+_EMPTY_JSONB = _JSONB_VERSION + "{}"
 
 
 @functools.cache
@@ -122,7 +123,9 @@ def _rows(jobs: Iterable[Job]) -> Iterator[tuple[object, ...]]:
         text = d.get("_payload_json")
         metadata = d["metadata"]
         key = tuple(metadata.items()) if type(metadata) is dict else ()
-        if key and all(type(k) is str and type(v) is str for k, v in key):
+        if not key and type(metadata) is dict:  # most jobs: no labels
+            encoded = _EMPTY_JSONB
+        elif key and all(type(k) is str and type(v) is str for k, v in key):
             encoded = metadata_cache.get(key)
             if encoded is None:
                 encoded = metadata_cache[key] = _jsonb(metadata)

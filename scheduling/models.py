@@ -360,16 +360,13 @@ class ScheduleOccurrence(models.Model):
     key there would have to include the bucket). No foreign keys, as IdempotencyKey.
     """
 
-    job_id = models.UUIDField(primary_key=True)
+    # The unique key is the primary key: one B-tree per ledger row, not two (the
+    # planner writes tens of thousands a second). ``job_id`` needs no index: rows are
+    # found by schedule and instant.
+    pk = models.CompositePrimaryKey("schedule_id", "scheduled_for")
     schedule_id = models.UUIDField()
     scheduled_for = models.DateTimeField()
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["schedule_id", "scheduled_for"], name="scheduleoccurrence_uniq"
-            ),
-        ]
+    job_id = models.UUIDField()
 
     def __str__(self) -> str:
         return f"{self.schedule_id}@{self.scheduled_for.isoformat()} -> {self.job_id}"

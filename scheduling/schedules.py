@@ -155,9 +155,9 @@ def _cancel_pending(schedule: Schedule, now: datetime, since: datetime | None) -
         rows = cursor.fetchall()
     if not rows:
         return []
-    job_ids = [row[0] if isinstance(row[0], uuid.UUID) else uuid.UUID(str(row[0])) for row in rows]
-    ScheduleOccurrence.objects.filter(job_id__in=job_ids).delete()
-    return [_aware(row[1]) for row in rows if row[1] is not None]
+    instants = [_aware(row[1]) for row in rows if row[1] is not None]
+    ScheduleOccurrence.objects.filter(schedule_id=schedule.id, scheduled_for__in=instants).delete()
+    return instants
 
 
 def _aware(value: Any) -> datetime:
