@@ -47,7 +47,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("-n", "--schedules", type=int, default=100_000)
     parser.add_argument("-s", "--shards", type=int, default=64)
     parser.add_argument("-p", "--pollers", type=int, default=2)
-    parser.add_argument("--ahead", type=int, default=120, help="SENDLATER_SCHEDULE_AHEAD_SECONDS")
+    parser.add_argument("--ahead", type=int, default=300, help="SENDLATER_SCHEDULE_AHEAD_SECONDS")
     parser.add_argument("--duration", type=float, default=150, help="delivery phase (s)")
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=4)

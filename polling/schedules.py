@@ -86,25 +86,26 @@ class Plan:
     payload_json: str = ""  # compact JSON, encoded once for all the schedule's jobs
 
 
-SHARD_INDICES_SQL = "SELECT COUNT(*) FROM polling_shardlease"
-
+# S, the shard indices in use, is the number of lease rows (``0 .. max(S) - 1``);
+# each row carries it (column 18) so the poller needs no second statement.
 DUE_SQL = """
-SELECT id, team_id, cron, every_seconds, timezone, target_kind, target, payload, metadata,
-    window_seconds, expires_after_seconds, start_at, end_at, anchor_at, missed, next_at,
-    version, shard_hash
-FROM scheduling_schedule
-WHERE paused = %s AND next_at IS NOT NULL AND next_at <= %s AND (shard_hash %% %s) IN ({shards})
-ORDER BY next_at LIMIT %s
+WITH n (indices) AS (SELECT COUNT(*) FROM polling_shardlease)
+SELECT s.id, s.team_id, s.cron, s.every_seconds, s.timezone, s.target_kind, s.target,
+    s.payload, s.metadata, s.window_seconds, s.expires_after_seconds, s.start_at, s.end_at,
+    s.anchor_at, s.missed, s.next_at, s.version, s.shard_hash, n.indices
+FROM scheduling_schedule s, n
+WHERE s.paused = %s AND s.next_at IS NOT NULL AND s.next_at <= %s AND n.indices > 0
+  AND (s.shard_hash %% n.indices) IN ({shards})
+ORDER BY s.next_at LIMIT %s
 """
 
 
-def schedules_due(
-    *, shards: Sequence[int], shard_indices: int, until: datetime, limit: int
-) -> list[tuple[Any, ...]]:
-    """Active schedules of ``shards`` whose cursor is at or before ``until``. No locks:
-    the write is a compare-and-set (``occurrences_write_fenced``)."""
+def schedules_due(*, shards: Sequence[int], until: datetime, limit: int) -> list[tuple[Any, ...]]:
+    """Active schedules of ``shards`` whose cursor is at or before ``until``, one statement
+    (the idle case of every poller pass). No locks: the write is a compare-and-set
+    (``occurrences_write_fenced``)."""
     sql = DUE_SQL.format(shards=placeholders(len(shards)))
-    return fetch_all(sql, [False, dt(until), shard_indices, *shards, limit])
+    return fetch_all(sql, [False, dt(until), *shards, limit])
 
 
 def plan(row: Sequence[Any], *, epoch: int, shard: int, now: datetime, until: datetime) -> Plan:
@@ -174,22 +175,17 @@ def schedules_materialize(*, owner: str, leases: Mapping[int, int], now: datetim
         return 0
     ahead = conf.schedule_ahead()
     batch = conf.schedule_batch()
-    shard_indices = int(fetch_all(SHARD_INDICES_SQL, [])[0][0]) or 1
-    owned = sorted(s for s in leases if s < shard_indices)
-    if not owned:
-        return 0
+    owned = sorted(leases)
     # Select a schedule when its cursor comes within ``ahead``; plan it a further
     # ``ahead`` on, so each schedule is touched about once per ``ahead``, not per pass.
     select_until, plan_until = now + ahead, now + 2 * ahead
     written = 0
     started = time.monotonic()
     while time.monotonic() - started < CALL_BUDGET_SECONDS:
-        rows = schedules_due(
-            shards=owned, shard_indices=shard_indices, until=select_until, limit=batch
-        )
+        rows = schedules_due(shards=owned, until=select_until, limit=batch)
         plans = []
         for row in rows:
-            shard = int(row[17]) % shard_indices
+            shard = int(row[17]) % int(row[18])
             try:
                 plans.append(plan(row, epoch=leases[shard], shard=shard, now=now, until=plan_until))
             except Exception:
