@@ -60,8 +60,11 @@ logger = logging.getLogger(__name__)
 MISSED_GRACE = timedelta(seconds=60)
 # One schedule's instants per pass (every_seconds=5 over a 600 s plan: 120).
 MAX_INSTANTS_PER_SCHEDULE = 1000
-# Time one call may spend before the poller goes back to delivering (seconds).
-CALL_BUDGET_SECONDS = 1.0
+# Time one call may spend before the poller goes back to delivering (seconds): short,
+# so that a wave of re-planning (schedules created together come due for planning
+# together) is spread over several passes instead of holding deliveries back. Planning
+# runs SENDLATER_SCHEDULE_AHEAD_SECONDS ahead, so it has time to catch up.
+CALL_BUDGET_SECONDS = 0.25
 SQLITE_LEDGER_CHUNK = 300  # 3 parameters a row, under SQLite's 999
 
 

@@ -297,7 +297,7 @@ SENDLATER_SWEEP_SECONDS = env.float("SENDLATER_SWEEP_SECONDS", default=30)
 # Recurring schedules: each occurrence becomes a job at least this many seconds ahead
 # of its instant (docs/schedules.md); the planner takes this many schedules a statement.
 SENDLATER_SCHEDULE_AHEAD_SECONDS = env.int("SENDLATER_SCHEDULE_AHEAD_SECONDS", default=300)
-SENDLATER_SCHEDULE_BATCH = env.int("SENDLATER_SCHEDULE_BATCH", default=2000)
+SENDLATER_SCHEDULE_BATCH = env.int("SENDLATER_SCHEDULE_BATCH", default=1000)
 if SENDLATER_SCHEDULE_AHEAD_SECONDS < 1 or SENDLATER_SCHEDULE_BATCH < 1:
     raise ImproperlyConfigured(
         "SENDLATER_SCHEDULE_AHEAD_SECONDS and SENDLATER_SCHEDULE_BATCH must be at least 1."
