@@ -16,7 +16,9 @@ from polling.console.actions import (
     resume_pollers,
     unpin_shards,
 )
+from polling.console.schedules import ScheduleAdmin
 from polling.models import Poller, ShardCheckpoint, ShardLease
+from scheduling.models import Schedule
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -52,3 +54,8 @@ class ShardLeaseAdmin(ConsoleActionsMixin, ReadOnlyAdmin):
 @admin.register(ShardCheckpoint)
 class ShardCheckpointAdmin(ReadOnlyAdmin):
     list_display = ["shard", "last_drained", "updated_at"]
+
+
+# The scheduling app's Schedule, here because its actions use the console's
+# confirmation and audit (scheduling never imports polling).
+admin.site.register(Schedule, ScheduleAdmin)

@@ -171,7 +171,8 @@ WHERE bucket = %s AND id {in_chosen}(
 ){close} AND """
     + LEASE_FENCE.format(shard="%s", epoch="%s")
     + """
-RETURNING id, team_id, due_at, attempts, target_kind, target, payload, metadata, expires_at
+RETURNING id, team_id, due_at, attempts, target_kind, target, payload, metadata, expires_at,
+    schedule_id, scheduled_for
 """
 )
 # PostgreSQL: ``id = ANY(ARRAY(subquery))`` makes the chosen ids one array, probed
@@ -208,7 +209,15 @@ def claim(
     rows = retry_serialization(sql, [*params, shard, owner, epoch, dt(now)])
     if not is_postgres():  # SQLite returns text: ids, datetimes and JSON as strings
         rows = [
-            (to_uuid(r[0]), r[1], to_dt(r[2]), r[3], r[4], r[5], r[6], r[7], to_dt(r[8]))
+            (
+                to_uuid(r[0]),
+                r[1],
+                to_dt(r[2]),
+                *r[3:8],
+                to_dt(r[8]),
+                _uuid_or_none(r[9]),
+                to_dt(r[10]),
+            )
             for r in rows
         ]
     rows.sort(key=lambda r: r[2])  # due_at: RETURNING has no order
@@ -225,6 +234,8 @@ def claim(
             payload=to_json(payload),
             metadata=to_json(metadata) or {},
             expires_at=expires_at,
+            schedule_id=schedule_id,
+            scheduled_for=scheduled_for,
         )
         for (
             job_id,
@@ -236,8 +247,14 @@ def claim(
             payload,
             metadata,
             expires_at,
+            schedule_id,
+            scheduled_for,
         ) in rows
     ]
+
+
+def _uuid_or_none(value: object) -> UUID | None:
+    return None if value is None else to_uuid(value)
 
 
 # --- write-back: polling.writeback (re-exported here) -----------------------------

@@ -26,6 +26,7 @@ from polling.dispatch.base import PipelinedSink, Sink
 from polling.models import PollerState
 from polling.pipeline import Pipeline
 from polling.renewer import LeaseRenewer
+from polling.schedules import schedules_materialize
 from polling.sweeper import sweep_stranded
 from polling.upkeep import StorageUpkeep
 from scheduling import conf as scheduling_conf
@@ -259,6 +260,7 @@ class Poller:
         if time.monotonic() >= self._next_sweep:
             self._next_sweep = time.monotonic() + self.sweep_every
             sweep_stranded(owner=self.name, now=now, width=self.width)
+        schedules_materialize(owner=self.name, leases=self.leases, now=now)  # recurring
         open_bucket = keys.bucket_of(now, self.width)
         step = timedelta(seconds=self.width)
         last_closed = open_bucket - step if is_closed(open_bucket - step, now) else None

@@ -67,3 +67,13 @@ def prune_seconds() -> float:
 
 def partition_ahead_days() -> int:
     return settings.SENDLATER_PARTITION_AHEAD_DAYS
+
+
+def schedule_ahead() -> timedelta:
+    """Recurring schedules are materialized at least this far ahead of each occurrence."""
+    return timedelta(seconds=settings.SENDLATER_SCHEDULE_AHEAD_SECONDS)
+
+
+def schedule_batch() -> int:
+    """Schedules planned per fenced materialization statement."""
+    return settings.SENDLATER_SCHEDULE_BATCH

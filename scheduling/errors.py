@@ -50,3 +50,8 @@ class PayloadTooLarge(SchedulingError):
 class TeamNotFound(SchedulingError):
     code = "not_found"
     status = 404
+
+
+class ScheduleNotFound(SchedulingError):
+    code = "not_found"
+    status = 404

@@ -1,6 +1,7 @@
 """In-process handlers: jobs whose target is a registered Python callable.
 
-A handler takes a ``Delivery`` (job id, attempt, payload, metadata, due time) and
+A handler takes a ``Delivery`` (job id, attempt, payload, metadata, due time; for an
+occurrence of a recurring schedule also its ``schedule_id`` and ``scheduled_for``) and
 returns normally on success or raises on failure. The API checks handler names
 against this registry; pollers call the handler by name. Projects register their
 own with ``@register("name")`` in a module listed in SENDLATER_HANDLER_MODULES.
@@ -28,6 +29,9 @@ class Delivery:
     due_at: datetime
     payload: Any
     metadata: dict[str, str] = field(default_factory=dict)
+    # Set for an occurrence of a recurring schedule.
+    schedule_id: UUID | None = None
+    scheduled_for: datetime | None = None
 
 
 Handler = Callable[[Delivery], None]

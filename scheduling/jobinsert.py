@@ -40,6 +40,8 @@ COPY_COLUMNS = (
     ("last_error", "text"),
     ("created_at", "timestamptz"),
     ("updated_at", "timestamptz"),
+    ("schedule_id", "uuid"),
+    ("scheduled_for", "timestamptz"),
 )
 COPY_SQL = (
     f"COPY scheduling_job ({', '.join(name for name, _ in COPY_COLUMNS)})"
@@ -47,6 +49,7 @@ COPY_SQL = (
 )
 COPY_TYPES = tuple(kind for _, kind in COPY_COLUMNS)
 _JSONB_VERSION = "\x01"
+_EMPTY_JSONB = _JSONB_VERSION + "{}"
 
 
 @functools.cache
@@ -120,7 +123,9 @@ def _rows(jobs: Iterable[Job]) -> Iterator[tuple[object, ...]]:
         text = d.get("_payload_json")
         metadata = d["metadata"]
         key = tuple(metadata.items()) if type(metadata) is dict else ()
-        if key and all(type(k) is str and type(v) is str for k, v in key):
+        if not key and type(metadata) is dict:  # most jobs: no labels
+            encoded = _EMPTY_JSONB
+        elif key and all(type(k) is str and type(v) is str for k, v in key):
             encoded = metadata_cache.get(key)
             if encoded is None:
                 encoded = metadata_cache[key] = _jsonb(metadata)
@@ -145,6 +150,8 @@ def _rows(jobs: Iterable[Job]) -> Iterator[tuple[object, ...]]:
             d["last_error"],
             d["created_at"],
             d["updated_at"],
+            d["schedule_id"],
+            d["scheduled_for"],
         )
 
 

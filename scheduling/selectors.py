@@ -55,6 +55,7 @@ def job_list(
     due_after: datetime | None = None,
     due_before: datetime | None = None,
     metadata: dict[str, str] | None = None,
+    schedule_id: uuid.UUID | None = None,
     after: tuple[datetime, uuid.UUID] | None = None,
 ) -> QuerySet[Job]:
     """The team's jobs ordered by ``(due_at, id)``, filtered.
@@ -71,6 +72,8 @@ def job_list(
         jobs = jobs.filter(due_at__lt=due_before)
     if metadata:
         jobs = job_filter_metadata(jobs, metadata)
+    if schedule_id is not None:  # served by the partial index job_schedule_due
+        jobs = jobs.filter(schedule_id=schedule_id)
     if after is not None:
         due_at, job_id = after
         jobs = jobs.filter(Q(due_at__gt=due_at) | Q(due_at=due_at, id__gt=job_id))

@@ -217,6 +217,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "scheduling.api.schema.document_headers",
+        "scheduling.api.schedule_views.document_schedules",
     ],
 }
 
@@ -300,6 +301,14 @@ SENDLATER_WRITEBACK_GROUP = env.int("SENDLATER_WRITEBACK_GROUP", default=1000)
 SENDLATER_WRITEBACK_MILLISECONDS = env.float("SENDLATER_WRITEBACK_MILLISECONDS", default=50.0)
 # How often each poller sweeps late writes behind its shards' checkpoints.
 SENDLATER_SWEEP_SECONDS = env.float("SENDLATER_SWEEP_SECONDS", default=30)
+# Recurring schedules: each occurrence becomes a job at least this many seconds ahead
+# of its instant (docs/schedules.md); the planner takes this many schedules a statement.
+SENDLATER_SCHEDULE_AHEAD_SECONDS = env.int("SENDLATER_SCHEDULE_AHEAD_SECONDS", default=300)
+SENDLATER_SCHEDULE_BATCH = env.int("SENDLATER_SCHEDULE_BATCH", default=1000)
+if SENDLATER_SCHEDULE_AHEAD_SECONDS < 1 or SENDLATER_SCHEDULE_BATCH < 1:
+    raise ImproperlyConfigured(
+        "SENDLATER_SCHEDULE_AHEAD_SECONDS and SENDLATER_SCHEDULE_BATCH must be at least 1."
+    )
 # On SIGTERM a poller finishes its batch; past this it exits anyway (code 1).
 SENDLATER_SHUTDOWN_GRACE_SECONDS = env.float("SENDLATER_SHUTDOWN_GRACE_SECONDS", default=30)
 # Sinks by target kind: dotted path of a class taking (concurrency=...).

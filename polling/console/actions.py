@@ -70,9 +70,12 @@ def _confirm_or_run(
     run: Callable[[Any, dict[str, Any]], str | None],
     pollers: list[str] | None = None,
     hidden: Callable[[Any], str] | None = None,
+    allowed: Callable[[Any], bool] = can_move,
+    done_url: str | None = None,
 ) -> HttpResponse | None:
-    if not can_move(request.user):
+    if not allowed(request.user):
         raise PermissionDenied
+    done_url = done_url or reverse("console-dashboard")
     objects = list(queryset)
     confirmed = request.POST.get("post") == "yes"
     form = ConfirmForm(request.POST if confirmed else None, pollers=pollers)
@@ -92,7 +95,7 @@ def _confirm_or_run(
                 f"{skipped} skipped (changed since you looked, or nothing to do).",
                 messages.WARNING,
             )
-        return HttpResponseRedirect(reverse("console-dashboard"))
+        return HttpResponseRedirect(done_url)
     opts = modeladmin.model._meta
     context = {
         **modeladmin.admin_site.each_context(request),
@@ -105,7 +108,7 @@ def _confirm_or_run(
         "form": form,
         "no_pollers": pollers == [],
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-        "cancel_url": reverse("console-dashboard"),
+        "cancel_url": done_url,
     }
     return TemplateResponse(request, "admin/console/confirm_action.html", context)
 

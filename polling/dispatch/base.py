@@ -36,6 +36,9 @@ class ClaimedJob:
     payload: Any
     metadata: dict[str, str]
     expires_at: datetime | None
+    # An occurrence of a recurring schedule: which one, and its instant.
+    schedule_id: UUID | None = None
+    scheduled_for: datetime | None = None
 
 
 @dataclass(slots=True)  # not frozen, as ClaimedJob

@@ -113,6 +113,8 @@ class HandlerSink:
                     due_at=job.due_at,
                     payload=job.payload,
                     metadata=dict(job.metadata),
+                    schedule_id=job.schedule_id,
+                    scheduled_for=job.scheduled_for,
                 )
             )
         except Exception as error:  # a handler's failure is the job's, not the poller's

@@ -73,6 +73,9 @@ def request_body(job: ClaimedJob) -> bytes:
         "attempt": job.attempt,
         "metadata": job.metadata,
     }
+    if job.schedule_id is not None:  # an occurrence of a recurring schedule
+        body["schedule_id"] = str(job.schedule_id)
+        body["scheduled_for"] = iso_utc(job.scheduled_for) if job.scheduled_for else None
     try:
         return orjson.dumps(body)
     except TypeError:  # an integer beyond 64 bits, which orjson refuses: exact all the same

@@ -177,6 +177,8 @@ JOB_EXAMPLE = {
     "last_error": "",
     "created_at": "2027-02-27T12:00:00Z",
     "updated_at": "2027-02-27T12:00:00Z",
+    "schedule_id": None,
+    "scheduled_for": None,
 }
 
 CREATE_EXAMPLES = [

@@ -286,6 +286,9 @@ class JobListQuerySerializer(StrictSerializer):
         required=False,
         help_text="key=value; repeat for several (all must match).",
     )
+    schedule_id = serializers.UUIDField(
+        required=False, help_text="Only occurrences of this recurring schedule."
+    )
     cursor = serializers.CharField(required=False, help_text="next_cursor of the previous page.")
     limit = serializers.IntegerField(min_value=1, max_value=MAX_BULK_JOBS, required=False)
 
@@ -317,6 +320,12 @@ class JobSerializer(serializers.Serializer):
     last_error = serializers.CharField(allow_blank=True)
     created_at = AwareDateTimeField()
     updated_at = AwareDateTimeField()
+    schedule_id = serializers.UUIDField(
+        allow_null=True, help_text="The recurring schedule this job is an occurrence of."
+    )
+    scheduled_for = AwareDateTimeField(
+        allow_null=True, help_text="The occurrence's instant (due_at may be later: the window)."
+    )
 
     @extend_schema_field({"type": "string", "format": "uri", "nullable": True})
     def get_callback_url(self, job: Job) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from scheduling.api import views
+from scheduling.api import schedule_views, views
 
 urlpatterns = [
     path("jobs", views.JobListCreateView.as_view(), name="jobs"),
@@ -13,4 +13,25 @@ urlpatterns = [
     path("jobs/<uuid:job_id>", views.JobDetailView.as_view(), name="job-detail"),
     path("jobs/<uuid:job_id>/attempts", views.JobAttemptsView.as_view(), name="job-attempts"),
     path("jobs/<uuid:job_id>/requeue", views.JobRequeueView.as_view(), name="job-requeue"),
+    path("schedules", schedule_views.ScheduleListCreateView.as_view(), name="schedules"),
+    path(
+        "schedules/<uuid:schedule_id>",
+        schedule_views.ScheduleDetailView.as_view(),
+        name="schedule-detail",
+    ),
+    path(
+        "schedules/<uuid:schedule_id>/pause",
+        schedule_views.SchedulePauseView.as_view(),
+        name="schedule-pause",
+    ),
+    path(
+        "schedules/<uuid:schedule_id>/resume",
+        schedule_views.ScheduleResumeView.as_view(),
+        name="schedule-resume",
+    ),
+    path(
+        "schedules/<uuid:schedule_id>/occurrences",
+        schedule_views.ScheduleOccurrencesView.as_view(),
+        name="schedule-occurrences",
+    ),
 ]

@@ -75,6 +75,7 @@ class JobListCreateView(TeamView):
             due_after=params.get("due_after"),
             due_before=params.get("due_before"),
             metadata=params.get("metadata"),
+            schedule_id=params.get("schedule_id"),
             after=pagination.cursor_decode(cursor) if cursor else None,
         )
         page = list(jobs[: limit + 1])

@@ -21,9 +21,11 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from scheduling.api.schedule_views import SCHEDULE_ID
 from scheduling.api.schema import JOB_ID
 from scheduling.clock import db_now
-from scheduling.models import Job
+from scheduling.models import Job, Schedule
+from scheduling.schedules import ScheduleSpec, schedule_create
 from scheduling.services import job_schedule
 from tests.support.api import client_for
 
@@ -60,6 +62,14 @@ def test_schema_documents_every_endpoint_and_error(client) -> None:
         ("/api/v1/jobs/{job_id}", "delete"),
         ("/api/v1/jobs/{job_id}/attempts", "get"),
         ("/api/v1/jobs/{job_id}/requeue", "post"),
+        ("/api/v1/schedules", "get"),
+        ("/api/v1/schedules", "post"),
+        ("/api/v1/schedules/{schedule_id}", "get"),
+        ("/api/v1/schedules/{schedule_id}", "patch"),
+        ("/api/v1/schedules/{schedule_id}", "delete"),
+        ("/api/v1/schedules/{schedule_id}/pause", "post"),
+        ("/api/v1/schedules/{schedule_id}/resume", "post"),
+        ("/api/v1/schedules/{schedule_id}/occurrences", "get"),
     }
     for (path, method), op in ops.items():
         assert {"400", "401", "429"} <= set(op["responses"]), (path, method)
@@ -76,6 +86,16 @@ def test_schema_documents_every_endpoint_and_error(client) -> None:
     create = ops[("/api/v1/jobs", "post")]["responses"]
     assert "Location" in create["201"]["headers"]
     assert "Idempotent-Replayed" in create["200"]["headers"]
+    created = ops[("/api/v1/schedules", "post")]["responses"]["201"]
+    assert {link["operationId"] for link in created["links"].values()} >= {
+        "schedules_retrieve",
+        "schedules_update",
+        "schedules_delete",
+        "schedules_pause",
+        "schedules_resume",
+    }
+    request = doc["components"]["schemas"]["ScheduleCreateRequest"]
+    assert {"required": ["cron"]} in request["allOf"][0]["oneOf"]
 
 
 def test_schema_generates_without_warnings_and_validates(tmp_path) -> None:
@@ -118,6 +138,10 @@ def bearer(team) -> dict[str, str]:
         team=team, due_at=db_now() + timedelta(hours=1), target_kind="handler", target="noop"
     )
     Job.objects.filter(id=job.id).update(id=uuid.UUID(JOB_ID))
+    # So is the schedule they name (get, patch, pause, resume and preview reach 200).
+    spec = ScheduleSpec(target_kind="handler", target="noop", cron="0 9 * * MON-FRI")
+    created = schedule_create(team=team, spec=spec)
+    Schedule.objects.filter(id=created.id).update(id=uuid.UUID(SCHEDULE_ID))
     return {"Authorization": f"Bearer {client_for(team).api_key}"}
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -28,8 +29,11 @@ from scheduling.partitions import partitions_ensure, partitions_missing
 from tests.faults.receiver import FaultReceiver
 from tests.support.procs import ROOT, child_env
 
-# Ports 8500-8599 are this suite's: gunicorn on 85xx, the receiver 50 above it.
-_PORTS = itertools.cycle(range(8500, 8550))
+# Ports 8500-8549 are this suite's (SENDLATER_FAULTS_PORT_BASE moves them, for runs
+# side by side on one machine): gunicorn on the first 25, the receiver 25 above it.
+PORT_BASE = int(os.environ.get("SENDLATER_FAULTS_PORT_BASE", "8500"))
+RECEIVER_PORT_OFFSET = 25
+_PORTS = itertools.cycle(range(PORT_BASE, PORT_BASE + RECEIVER_PORT_OFFSET))
 
 LEASE_SECONDS = 3
 POLL_SECONDS = 0.2

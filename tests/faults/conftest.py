@@ -18,7 +18,12 @@ from django.db import connection
 from scheduling.models import ShardCountSchedule, Team
 from scheduling.teams import api_key_create
 from tests.faults.audit import audit_install, audit_uninstall
-from tests.faults.cluster import SETTINGS, Cluster, partitions_precreate
+from tests.faults.cluster import (
+    RECEIVER_PORT_OFFSET,
+    SETTINGS,
+    Cluster,
+    partitions_precreate,
+)
 from tests.faults.invariants import Report
 from tests.faults.receiver import FaultReceiver
 
@@ -91,7 +96,7 @@ def make_cluster(transactional_db, settings, tmp_path) -> Iterator[Callable[...,
         _key, secret = api_key_create(team=team, name="faults")
         cluster = Cluster(tmp=tmp_path, api_key=secret, receiver=FaultReceiver(port=0))
         cluster.start_web()
-        cluster.receiver.port = cluster.api_port + 50
+        cluster.receiver.port = cluster.api_port + RECEIVER_PORT_OFFSET
         cluster.receiver.up()
         made.append(cluster)
         partitions_precreate()

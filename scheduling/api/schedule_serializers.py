@@ -1,0 +1,257 @@
+"""Request and response shapes of the recurring-schedules API. Validation only."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from scheduling import recurrence
+from scheduling.api.fields import AwareDateTimeField, StrictCharField, StrictIntegerField
+from scheduling.api.serializers import (
+    MAX_WINDOW_SECONDS,
+    MetadataField,
+    StrictSerializer,
+    target_field,
+)
+from scheduling.models import MissedPolicy, Schedule, TargetKind
+from scheduling.schedules import MAX_PREVIEW, ScheduleSpec
+
+MAX_CRON_CHARS = 200
+MAX_EVERY_SECONDS = 366 * 86_400  # a year: longer intervals are a one-shot job
+DEFAULT_PREVIEW = 10
+
+
+@functools.cache
+def timezone_choices() -> list[str]:
+    return sorted(recurrence.timezone_names())
+
+
+class TimezoneField(serializers.ChoiceField):
+    """An IANA time zone name (the schema lists them; the error names the field)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(choices=timezone_choices(), **kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid_choice", input=data)
+        if data not in self.choices:
+            raise serializers.ValidationError(
+                f"unknown time zone {data[:80]!r} (an IANA name such as Europe/London)."
+            )
+        return data
+
+
+def _cron_field(**kwargs: Any) -> StrictCharField:
+    return StrictCharField(
+        max_length=MAX_CRON_CHARS,
+        help_text=(
+            "5 fields, local time in `timezone`: minute hour day-of-month month "
+            "day-of-week; lists, ranges, steps and names (`0 9 * * MON-FRI`). "
+            "Give this or every_seconds."
+        ),
+        **kwargs,
+    )
+
+
+def _every_field(**kwargs: Any) -> StrictIntegerField:
+    return StrictIntegerField(
+        min_value=recurrence.MIN_EVERY_SECONDS,
+        max_value=MAX_EVERY_SECONDS,
+        help_text="Fire every this many real seconds from start_at (or creation). Or cron.",
+        **kwargs,
+    )
+
+
+class _ScheduleFields(StrictSerializer):
+    timezone = TimezoneField(
+        required=False, help_text="IANA time zone of the cron expression. Default UTC."
+    )
+    callback_url = StrictCharField(
+        max_length=2048, required=False, help_text="http(s) URL to POST to. Give this or handler."
+    )
+    handler = StrictCharField(
+        max_length=200, required=False, help_text="A registered handler name. Or callback_url."
+    )
+    payload = serializers.JSONField(
+        required=False, help_text="Any JSON value but null; each occurrence delivers it."
+    )
+    metadata = MetadataField(required=False, help_text="Labels copied to every occurrence.")
+    window_seconds = StrictIntegerField(
+        min_value=0,
+        max_value=MAX_WINDOW_SECONDS,
+        required=False,
+        help_text="Spread each occurrence within [instant, instant + window].",
+    )
+    expires_after_seconds = StrictIntegerField(
+        min_value=0,
+        max_value=settings.SENDLATER_MAX_HORIZON_DAYS * 86_400,
+        required=False,
+        allow_null=True,
+        help_text="An occurrence not delivered by its instant + this ends as expired.",
+    )
+    start_at = AwareDateTimeField(
+        required=False, allow_null=True, help_text="No instant before this (inclusive)."
+    )
+    end_at = AwareDateTimeField(
+        required=False,
+        allow_null=True,
+        help_text="No instant after this (inclusive); must be after start_at.",
+    )
+    missed = serializers.ChoiceField(
+        choices=MissedPolicy.choices,
+        required=False,
+        help_text="Occurrences missed (paused, outage, past start_at): skip them, or fire "
+        "the most recent once.",
+    )
+
+    def _check_bounds(self, start: Any, end: Any) -> None:
+        if start is not None and end is not None and end <= start:
+            raise serializers.ValidationError({"end_at": ["end_at must be after start_at."]})
+
+    def _check_target(self, attrs: dict[str, Any], required: bool) -> None:
+        given = [name for name in ("callback_url", "handler") if name in attrs]
+        if required and not given:
+            raise serializers.ValidationError("Give callback_url or handler.")
+        if len(given) > 1:
+            message = "Give only one of callback_url and handler."
+            raise serializers.ValidationError({name: [message] for name in given})
+
+    def validate_payload(self, value: Any) -> Any:
+        if value is None:
+            raise serializers.ValidationError("payload must not be null.")
+        return value
+
+    def validate_cron(self, value: str) -> str:
+        try:
+            recurrence.validate_cron(value)
+        except recurrence.RecurrenceError as error:
+            raise serializers.ValidationError(error.message) from error
+        return value
+
+
+class ScheduleCreateSerializer(_ScheduleFields):
+    cron = _cron_field(required=False)
+    every_seconds = _every_field(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        rules = [name for name in ("cron", "every_seconds") if name in attrs]
+        if len(rules) != 1:
+            message = "Give exactly one of cron and every_seconds."
+            raise serializers.ValidationError({name: [message] for name in rules or ["cron"]})
+        self._check_target(attrs, required=True)
+        self._check_bounds(attrs.get("start_at"), attrs.get("end_at"))
+        return attrs
+
+
+class ScheduleUpdateSerializer(_ScheduleFields):
+    """Every field optional; a new cron replaces every_seconds and the other way round."""
+
+    cron = _cron_field(required=False)
+    every_seconds = _every_field(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        both = [name for name in ("cron", "every_seconds") if name in attrs]
+        if len(both) > 1:
+            message = "Give only one of cron and every_seconds."
+            raise serializers.ValidationError({name: [message] for name in both})
+        self._check_target(attrs, required=False)
+        schedule: Schedule | None = self.context.get("schedule")
+        start = attrs.get("start_at", schedule.start_at if schedule else None)
+        end = attrs.get("end_at", schedule.end_at if schedule else None)
+        self._check_bounds(start, end)
+        return attrs
+
+
+def _target(data: Mapping[str, Any]) -> dict[str, Any]:
+    if "handler" in data:
+        return {"target_kind": TargetKind.HANDLER, "target": data["handler"]}
+    if "callback_url" in data:
+        return {"target_kind": TargetKind.WEBHOOK, "target": data["callback_url"]}
+    return {}
+
+
+def schedule_spec_from(data: Mapping[str, Any]) -> ScheduleSpec:
+    """Validated create data -> the service's ScheduleSpec."""
+    target = _target(data)
+    return ScheduleSpec(
+        target_kind=target["target_kind"],
+        target=target["target"],
+        cron=data.get("cron"),
+        every_seconds=data.get("every_seconds"),
+        timezone=data.get("timezone", "UTC"),
+        payload=data.get("payload", {}),
+        metadata=data.get("metadata", {}),
+        window_seconds=data.get("window_seconds", 0),
+        expires_after_seconds=data.get("expires_after_seconds"),
+        start_at=data.get("start_at"),
+        end_at=data.get("end_at"),
+        missed=data.get("missed", MissedPolicy.SKIP),
+    )
+
+
+def schedule_changes_from(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Validated PATCH data -> the service's ``changes``."""
+    changes = {k: v for k, v in data.items() if k not in ("callback_url", "handler")}
+    changes.update(_target(data))
+    return changes
+
+
+class ScheduleSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    cron = serializers.CharField(allow_null=True)
+    every_seconds = serializers.IntegerField(allow_null=True)
+    timezone = serializers.CharField()
+    callback_url = serializers.SerializerMethodField()
+    handler = serializers.SerializerMethodField()
+    payload = serializers.JSONField()
+    metadata = serializers.DictField(child=serializers.CharField())
+    window_seconds = serializers.IntegerField()
+    expires_after_seconds = serializers.IntegerField(allow_null=True)
+    start_at = AwareDateTimeField(allow_null=True)
+    end_at = AwareDateTimeField(allow_null=True)
+    missed = serializers.ChoiceField(choices=MissedPolicy.choices)
+    paused = serializers.BooleanField()
+    next_occurrences = serializers.ListField(
+        child=AwareDateTimeField(),
+        help_text="The next five instants (UTC) from now; empty after end_at.",
+    )
+    created_at = AwareDateTimeField()
+    updated_at = AwareDateTimeField()
+
+    @extend_schema_field({"type": "string", "format": "uri", "nullable": True})
+    def get_callback_url(self, schedule: Schedule) -> str | None:
+        return schedule.target if schedule.target_kind == TargetKind.WEBHOOK else None
+
+    @extend_schema_field({"type": "string", "nullable": True})
+    def get_handler(self, schedule: Schedule) -> str | None:
+        return schedule.target if schedule.target_kind == TargetKind.HANDLER else None
+
+
+class SchedulePageSerializer(serializers.Serializer):
+    results = ScheduleSerializer(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+    next = serializers.CharField(allow_null=True, help_text="URL of the next page, or null.")
+
+
+class ScheduleListQuerySerializer(StrictSerializer):
+    cursor = serializers.CharField(required=False, help_text="next_cursor of the previous page.")
+    limit = serializers.IntegerField(min_value=1, max_value=1000, required=False)
+
+
+class OccurrencesQuerySerializer(StrictSerializer):
+    count = serializers.IntegerField(
+        min_value=1, max_value=MAX_PREVIEW, required=False, help_text="How many (default 10)."
+    )
+
+
+class OccurrencesSerializer(serializers.Serializer):
+    occurrences = serializers.ListField(child=AwareDateTimeField())
+
+
+__all__ = ["DEFAULT_PREVIEW", "target_field"]
