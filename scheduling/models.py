@@ -370,3 +370,22 @@ class ScheduleOccurrence(models.Model):
 
     def __str__(self) -> str:
         return f"{self.schedule_id}@{self.scheduled_for.isoformat()} -> {self.job_id}"
+
+
+class ThrottleCounter(models.Model):
+    """A request budget's counter for the current window (``scheduling.api.ratelimit``).
+
+    One row per (scope, team): a request counts in one ``INSERT ... ON CONFLICT DO
+    UPDATE ... RETURNING`` that starts the row anew when the window has moved on, so
+    the table holds one small row per team and scope and every worker counts exactly.
+    """
+
+    key = models.CharField(max_length=200, primary_key=True)
+    window_end = models.BigIntegerField()  # unix seconds
+    count = models.IntegerField()
+
+    class Meta:
+        verbose_name = "throttle counter"
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.count} until {self.window_end}"

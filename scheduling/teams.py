@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
@@ -76,11 +78,44 @@ def api_key_revoke(*, api_key: ApiKey, now: datetime | None = None) -> ApiKey:
     if api_key.revoked_at is None:
         api_key.revoked_at = now or db_now()
         api_key.save(update_fields=["revoked_at"])
+        api_key_cache_clear()  # at once in this process; others within the cache's TTL
     return api_key
 
 
+# Verified keys, per process: sha256 of the key -> (key row with its team, monotonic
+# expiry). A hit costs no query; a revoked key keeps working here for at most
+# SENDLATER_API_KEY_CACHE_SECONDS (docs/api.md). Only keys that proved valid are kept.
+_verified: dict[str, tuple[ApiKey, float]] = {}
+_VERIFIED_MAX = 10_000  # past this many, start again (a bound on memory, not an LRU)
+
+
 def api_key_check(key: str) -> ApiKey | None:
-    """Return the live key row that ``key`` proves, with its team, or None."""
+    """Return the live key row that ``key`` proves, with its team, or None.
+
+    A key verified within the last SENDLATER_API_KEY_CACHE_SECONDS is taken from
+    this process's memory without a query.
+    """
+    ttl = settings.SENDLATER_API_KEY_CACHE_SECONDS
+    digest = _hash(key)
+    cached = _verified.get(digest)
+    if cached is not None and cached[1] > time.monotonic():
+        return cached[0]
+    api_key = _api_key_lookup(key, digest)
+    if api_key is None:
+        _verified.pop(digest, None)
+    elif ttl > 0:
+        if len(_verified) >= _VERIFIED_MAX:
+            _verified.clear()
+        _verified[digest] = (api_key, time.monotonic() + ttl)
+    return api_key
+
+
+def api_key_cache_clear() -> None:
+    """Forget every verified key of this process (tests; a revocation here)."""
+    _verified.clear()
+
+
+def _api_key_lookup(key: str, digest: str) -> ApiKey | None:
     if not key.startswith(API_KEY_PREFIX):
         return None
     prefix, sep, _secret = key[len(API_KEY_PREFIX) :].partition("_")
@@ -89,6 +124,6 @@ def api_key_check(key: str) -> ApiKey | None:
     api_key = (
         ApiKey.objects.select_related("team").filter(prefix=prefix, revoked_at__isnull=True).first()
     )
-    if api_key is None or not hmac.compare_digest(api_key.key_hash, _hash(key)):
+    if api_key is None or not hmac.compare_digest(api_key.key_hash, digest):
         return None
     return api_key

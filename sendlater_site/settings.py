@@ -179,6 +179,16 @@ if CACHES["default"]["BACKEND"].endswith("DatabaseCache"):
     # reset some teams' counters; every write also counts the rows, so not too big.
     CACHES["default"].setdefault("OPTIONS", {}).setdefault("MAX_ENTRIES", 5000)
 
+# Where request budgets are counted (scheduling.api.ratelimit): "database" (one
+# statement a request, exact across workers) or "cache" (CACHES["default"]: one INCR
+# with CACHE_URL=redis://...).
+SENDLATER_THROTTLE_STORE = env.str("SENDLATER_THROTTLE_STORE", default="database")
+if SENDLATER_THROTTLE_STORE not in ("database", "cache"):
+    raise ImproperlyConfigured("SENDLATER_THROTTLE_STORE must be 'database' or 'cache'.")
+# A verified API key is trusted by each process for this long (seconds) before it is
+# checked against the database again: the longest a revoked key keeps working.
+SENDLATER_API_KEY_CACHE_SECONDS = env.float("SENDLATER_API_KEY_CACHE_SECONDS", default=10.0)
+
 # --- API ------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],

@@ -18,6 +18,16 @@ def _fresh_bucket_cache() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_api_key_cache() -> Iterator[None]:
+    # Verified keys are cached per process; a test's rollback may remove or revoke them.
+    from scheduling.teams import api_key_cache_clear
+
+    api_key_cache_clear()
+    yield
+    api_key_cache_clear()
+
+
+@pytest.fixture(autouse=True)
 def _fresh_db_time() -> Iterator[None]:
     # A poller anchors the process-wide database clock, maybe to a test's made-up time.
     from polling.dbtime import DB_TIME

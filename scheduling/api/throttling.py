@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from rest_framework.throttling import ScopedRateThrottle
 
+from scheduling.api.ratelimit import count_request
+
 if TYPE_CHECKING:  # rest_framework.views imports this module through its settings
     from rest_framework.request import Request
     from rest_framework.views import APIView
@@ -22,10 +24,9 @@ class TeamScopedRateThrottle(ScopedRateThrottle):
 
     Rates are read at each request (not frozen at import like DRF's default), so
     operators change them through settings and tests through override_settings.
-    The cache is ``CACHES["default"]``: shared by every gunicorn worker (the
-    database cache unless CACHE_URL names another), so a budget is per team, not
-    per worker. With the database cache, increments of two workers at the same
-    instant can overlap and count once: budgets are approximate, never stricter.
+    Each request is counted by one atomic operation in a store every worker shares
+    (``scheduling.api.ratelimit``: a one-statement table counter, or Redis), so a
+    budget is per team, exact, whatever the number of workers and machines.
     """
 
     def get_rate(self) -> str | None:
@@ -40,15 +41,7 @@ class TeamScopedRateThrottle(ScopedRateThrottle):
         self.num_requests, self.duration = self.parse_rate(self.rate)
         self.now = self.timer()
         self.window_end = (int(self.now) // self.duration + 1) * self.duration
-        key = f"{key}_{self.window_end}"
-        if self.cache.add(key, 1, self.duration + 1):
-            count = 1
-        else:
-            try:
-                count = self.cache.incr(key)
-            except ValueError:  # expired between add and incr: a new window
-                self.cache.set(key, 1, self.duration + 1)
-                count = 1
+        count = count_request(key, self.window_end, self.duration)
         return count <= self.num_requests
 
     def wait(self) -> float:

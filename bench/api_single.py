@@ -1,0 +1,181 @@
+"""Single-call API benchmark: GET /healthz, GET /api/v1/jobs/{id}, POST /api/v1/jobs.
+
+Against gunicorn with the repository's ``gunicorn.conf.py`` on PostgreSQL: (re)creates
+its own database, migrates it, makes an API key, starts gunicorn on 127.0.0.1 with
+the throttle budget raised out of the way, then for each request kind and each
+client count (32 and 128 keep-alive connections, a plain asyncio HTTP/1.1 client)
+sends requests for ``--seconds`` and prints req/s, p50 and p99, and each rate's
+ratio to ``/healthz`` at the same client count (the stack: gunicorn + Django's
+middleware, no database). Stops gunicorn and drops the database at the end.
+
+    .venv/bin/python bench/api_single.py
+    .venv/bin/python bench/api_single.py --seconds 5 --clients 32
+
+Set ``--throttle-store cache --cache-url redis://127.0.0.1:6379/3`` to count the
+budget in Redis instead of the database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.api_ingest import drop_database, manage, recreate_database, wait_for_port  # noqa: E402
+
+HOST = "127.0.0.1"
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="per request kind")
+    parser.add_argument("--clients", default="32,128", help="comma-separated")
+    parser.add_argument("--port", type=int, default=8260)
+    parser.add_argument("--pg", default="postgres://postgres@127.0.0.1:5432")
+    parser.add_argument("--database", default="sendlater_bench_api_single")
+    parser.add_argument("--throttle-store", choices=["database", "cache"], default="database")
+    parser.add_argument("--cache-url", default="")
+    args = parser.parse_args()
+    if args.seconds <= 0:
+        parser.error("--seconds must be positive")
+    return args
+
+
+def request_bytes(method: str, path: str, key: str, body: bytes = b"") -> bytes:
+    head = f"{method} {path} HTTP/1.1\r\nhost: {HOST}\r\nauthorization: Bearer {key}\r\n"
+    if body:
+        head += f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
+    return head.encode() + b"\r\n" + body
+
+
+async def load(port: int, make: object, clients: int, seconds: float) -> tuple[int, list[float]]:
+    """Send requests from ``clients`` connections for ``seconds``; (non-2xx, latencies)."""
+    latencies: list[float] = []
+    failures = 0
+    stop = time.perf_counter() + seconds
+
+    async def client() -> None:
+        nonlocal failures
+        reader, writer = await asyncio.open_connection(HOST, port)
+        while time.perf_counter() < stop:
+            started = time.perf_counter()
+            writer.write(make())  # type: ignore[operator]
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            await reader.readexactly(length)
+            latencies.append(time.perf_counter() - started)
+            if not head.startswith(b"HTTP/1.1 2"):
+                failures += 1
+        writer.close()
+
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return failures, latencies
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def main() -> int:
+    args = parse_args()
+    database_url = f"{args.pg}/{args.database}"
+    env = dict(
+        os.environ,
+        DATABASE_URL=database_url,
+        SECRET_KEY="bench-only-not-a-secret",
+        DEBUG="false",
+        SECURE_SSL_REDIRECT="false",
+        ALLOWED_HOSTS=HOST,
+        LOG_LEVEL="WARNING",
+        GUNICORN_BIND=f"{HOST}:{args.port}",
+        GUNICORN_ACCESS_LOG="/dev/null",
+        GUNICORN_LOG_LEVEL="warning",
+        SENDLATER_THROTTLE_JOBS="100000000/min",
+        SENDLATER_THROTTLE_STORE=args.throttle_store,
+    )
+    if args.cache_url:
+        env["CACHE_URL"] = args.cache_url
+    recreate_database(args.pg, args.database)
+    server = None
+    try:
+        manage(env, "migrate", "--noinput", "-v", "0")
+        manage(env, "partitions", "--ensure", "--days", "3")
+        key = manage(env, "create_api_key", "--team", "bench").splitlines()[-2].split(": ", 1)[1]
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "sendlater_site.wsgi"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_for_port(args.port)
+        due = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+        body = json.dumps({"due_at": due, "handler": "noop", "payload": {"n": 1}}).encode()
+        create = request_bytes("POST", "/api/v1/jobs", key, body)
+        created = asyncio.run(_one(args.port, create))
+        job_id = json.loads(created)["id"]
+        kinds = {
+            "healthz": request_bytes("GET", "/healthz", key),
+            "read": request_bytes("GET", f"/api/v1/jobs/{job_id}", key),
+            "create": create,
+        }
+        # Warm every worker (imports, connections, the key cache) before measuring.
+        for raw in kinds.values():
+            asyncio.run(load(args.port, lambda raw=raw: raw, 16, 1.0))
+        print(f"throttle_store: {args.throttle_store}")
+        for clients in [int(c) for c in args.clients.split(",")]:
+            base = 0.0
+            for name, raw in kinds.items():
+                failures, latencies = asyncio.run(
+                    load(args.port, lambda raw=raw: raw, clients, args.seconds)
+                )
+                rate = len(latencies) / args.seconds
+                base = base or rate
+                tag = f"[{name},c={clients}]"
+                print(f"requests_per_second{tag}: {rate:.0f} req/s")
+                print(f"p50_ms{tag}: {percentile(latencies, 0.5) * 1000:.1f} ms")
+                print(f"p99_ms{tag}: {percentile(latencies, 0.99) * 1000:.1f} ms")
+                print(f"ratio_to_healthz{tag}: {rate / base:.2f}")
+                if failures:
+                    print(f"non_2xx{tag}: {failures} responses")
+    finally:
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        drop_database(args.pg, args.database)
+    return 0
+
+
+async def _one(port: int, raw: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection(HOST, port)
+    writer.write(raw)
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        int(line[15:]) for line in head.split(b"\r\n") if line[:15].lower() == b"content-length:"
+    )
+    body = await reader.readexactly(length)
+    writer.close()
+    if not head.startswith(b"HTTP/1.1 201"):
+        raise RuntimeError(f"could not create a job: {head!r} {body!r}")
+    return body
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Request budgets counted with one atomic operation per request, shared by every worker.
+
+Two stores, chosen by ``SENDLATER_THROTTLE_STORE``:
+
+- ``database`` (the default): one ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``
+  on ``scheduling_throttlecounter`` (PostgreSQL and SQLite alike): exact across
+  workers and machines that share the database, one statement, no table counts.
+- ``cache``: the ``default`` cache. With Redis (``CACHE_URL=redis://...``) one
+  ``INCR`` (plus one ``EXPIRE`` when a window's first request creates the key):
+  exact across workers and machines. Any other cache backend counts with ``add``
+  then ``incr``, exact only where that backend's ``incr`` is atomic.
+
+Windows are fixed: a budget of N per period counts the requests whose time falls in
+``[k * period, (k + 1) * period)``; a client can spend up to 2N across a boundary.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.cache import caches
+from django.db import connection
+
+_COUNT_SQL = """
+INSERT INTO scheduling_throttlecounter (key, window_end, count) VALUES (%s, %s, 1)
+ON CONFLICT (key) DO UPDATE SET
+    count = CASE WHEN scheduling_throttlecounter.window_end = excluded.window_end
+                 THEN scheduling_throttlecounter.count + 1 ELSE 1 END,
+    window_end = excluded.window_end
+RETURNING count
+"""
+
+
+def count_request(key: str, window_end: int, period: int) -> int:
+    """Count one request against ``key`` in the window ending at ``window_end``;
+    return the window's count including it."""
+    if settings.SENDLATER_THROTTLE_STORE == "cache":
+        return _count_in_cache(key, window_end, period)
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNT_SQL, [key, window_end])
+        (count,) = cursor.fetchone()
+    return int(count)
+
+
+def _count_in_cache(key: str, window_end: int, period: int) -> int:
+    cache = caches["default"]
+    windowed = f"{key}:{window_end}"
+    redis = _redis_client(cache, windowed)
+    if redis is not None:
+        count = int(redis.incr(cache.make_and_validate_key(windowed)))
+        if count == 1:
+            redis.expire(cache.make_and_validate_key(windowed), period + 1)
+        return count
+    if cache.add(windowed, 1, period + 1):
+        return 1
+    try:
+        return int(cache.incr(windowed))
+    except ValueError:  # expired between add and incr: a new window
+        cache.set(windowed, 1, period + 1)
+        return 1
+
+
+def _redis_client(cache: object, key: str) -> object | None:
+    """The redis-py client behind Django's RedisCache, or None for other backends."""
+    inner = getattr(cache, "_cache", None)
+    get_client = getattr(inner, "get_client", None)
+    if get_client is None or type(cache).__name__ != "RedisCache":
+        return None
+    return get_client(key, write=True)
