@@ -145,7 +145,11 @@ class Poller:
             self.shutdown()
 
     def _wait(self, seconds: float) -> None:
-        """Wait ``seconds`` for the next pass, writing back outcomes as they arrive."""
+        """Wait ``seconds`` for the next pass, writing back outcomes as they arrive.
+
+        Never raises: a write-back that fails here (the database went away) is
+        handled like a failed pass.
+        """
         deadline = time.monotonic() + seconds
         while not self.stopping.is_set():
             remaining = deadline - time.monotonic()
@@ -154,7 +158,11 @@ class Poller:
             if not self.pipeline.in_flight:
                 self.stopping.wait(remaining)
                 return
-            self._pump(wait=min(remaining, _WAIT_SLICE_SECONDS))
+            try:
+                self._pump(wait=min(remaining, _WAIT_SLICE_SECONDS))
+            except Exception:
+                self._fail("write-back between passes")
+                return
 
     def _pause(self, elapsed: float) -> float:
         """How long to wait after an iteration that emptied every batch it claimed.
@@ -186,14 +194,18 @@ class Poller:
         try:
             busy = self.iterate(now, settle=settle)
         except Exception:
-            self._failures += 1
-            metrics.POLLER_ERRORS.inc()
-            logger.exception("poller %s: iteration failed; dropping leases", self.name)
-            _reset_broken_connection()
-            self._drop_all_leases()
+            self._fail("iteration")
             return False
         self._failures = 0
         return busy
+
+    def _fail(self, what: str) -> None:
+        """A pass, or a write-back between passes, failed: let go of every lease."""
+        self._failures += 1
+        metrics.POLLER_ERRORS.inc()
+        logger.exception("poller %s: %s failed; dropping leases", self.name, what)
+        _reset_broken_connection()
+        self._drop_all_leases()
 
     def shutdown(self) -> None:
         """Finish what is in flight (within the shutdown grace), write it back, let go."""

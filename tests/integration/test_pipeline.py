@@ -170,3 +170,26 @@ def test_results_of_a_lease_lost_mid_flight_are_fenced_out(team) -> None:
     assert job.status == "claimed"  # the late delivery was not written: p2 returns it
     assert job.shard not in poller.leases
     assert DeliveryAttempt.objects.filter(job=job).count() == 0
+
+
+def test_a_write_back_failing_between_passes_drops_the_leases_not_the_poller(
+    team, monkeypatch
+) -> None:
+    """The loop waits between passes writing back outcomes as they arrive; when that
+    write fails (the database connection was terminated) it is handled like a failed
+    pass: the leases go, the process goes on."""
+    base = future_base()
+    webhook_job(team, "http://127.0.0.1:9/x", base)
+    sink = HeldSink()
+    poller = poller_build(sink=sink)
+    poller.iterate(now=base + timedelta(seconds=1), settle=False)
+    assert poller.leases and sink.held
+
+    def broken(now):
+        raise RuntimeError("the connection is lost")
+
+    monkeypatch.setattr(poller.pipeline, "write_back", broken)
+    sink.release()
+    poller._wait(1.0)  # must not raise
+    assert poller.leases == {} and poller._failures == 1
+    assert poller.pipeline.in_flight == 0
