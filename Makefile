@@ -14,10 +14,11 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/
 
 .PHONY: venv run serve test faults lint format migrate admin api-key clean
 
-$(BIN)/.installed: requirements.txt
+$(BIN)/.installed: requirements.txt clients/python/pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "error: Python 3.12 or newer is required (Django 6.1); none found on PATH" >&2; exit 1; fi
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ./clients/python
 	@touch $@
 
 venv: $(BIN)/.installed
@@ -52,6 +53,8 @@ test: export SECURE_SSL_REDIRECT ?= false
 # spend its partition budget again on partitions that vanish with the test
 # (tests/integration/test_poller_loop.py: 13 s instead of 5 s on PostgreSQL).
 test: export SENDLATER_PARTITION_AHEAD_DAYS ?= 2
+# The client kit's Django receiver app (clients/python), for its tests (tests/clients/).
+test: export SENDLATER_EXTRA_APPS ?= sendlater_client.django
 test: venv
 	$(BIN)/pytest $(PYTEST_ARGS)
 

@@ -41,6 +41,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "scheduling",
     "polling",
+    # e.g. "sendlater_client.django" in the test suite (make test), for the receiver helper's tests
+    *env.list("SENDLATER_EXTRA_APPS", default=[]),
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,1 @@
+"""A Django app for receivers: add ``sendlater_client.django`` to INSTALLED_APPS."""

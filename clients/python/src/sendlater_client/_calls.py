@@ -1,0 +1,152 @@
+"""The request layer shared by Client and AsyncClient.
+
+Each API call is described once here as a ``Call`` (method, path, body, query, and
+how to read the answer); the two clients only differ in how they send it. A new
+endpoint (schedules, flow control) is one builder function and a one-line method in
+each client.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .models import Attempt, Job, format_dt
+
+BULK_MAX_JOBS = 1000  # the API's limit per POST /api/v1/jobs/bulk
+JOB_FIELDS = (
+    "due_at",
+    "callback_url",
+    "handler",
+    "payload",
+    "metadata",
+    "idempotency_key",
+    "window_seconds",
+    "expires_after_seconds",
+)
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    path: str
+    parse: Callable[[Any], Any]
+    json: Any = None
+    params: list[tuple[str, str]] | None = None
+
+
+def new_idempotency_key() -> str:
+    # Makes a create safe to retry: the server answers a replay with the first job.
+    return f"slc-{uuid.uuid4()}"
+
+
+def job_body(job: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = set(job) - set(JOB_FIELDS)
+    if unknown:
+        raise TypeError(f"unknown job fields: {sorted(unknown)}")
+    body = {k: v for k, v in job.items() if v is not None}
+    if "due_at" not in body:
+        raise TypeError("a job needs due_at")
+    body["due_at"] = format_dt(body["due_at"])
+    body.setdefault("idempotency_key", new_idempotency_key())
+    return body
+
+
+def _path_id(job_id: Any) -> str:
+    return str(job_id)
+
+
+def schedule(**job: Any) -> Call:
+    return Call("POST", "/api/v1/jobs", Job.from_json, json=job_body(job))
+
+
+def schedule_chunks(jobs: Iterable[Mapping[str, Any]]) -> Iterable[Call]:
+    """Bulk calls of up to BULK_MAX_JOBS jobs, each job with its idempotency key."""
+    chunk: list[dict[str, Any]] = []
+    for job in jobs:
+        chunk.append(job_body(job))
+        if len(chunk) == BULK_MAX_JOBS:
+            yield _bulk(chunk)
+            chunk = []
+    if chunk:
+        yield _bulk(chunk)
+
+
+def _bulk(chunk: list[dict[str, Any]]) -> Call:
+    return Call(
+        "POST",
+        "/api/v1/jobs/bulk",
+        lambda data: [Job.from_json(j) for j in data["jobs"]],
+        json={"jobs": chunk},
+    )
+
+
+def get(job_id: Any) -> Call:
+    return Call("GET", f"/api/v1/jobs/{_path_id(job_id)}", Job.from_json)
+
+
+def list_page(
+    *,
+    status: str | None = None,
+    due_after: datetime | str | None = None,
+    due_before: datetime | str | None = None,
+    metadata: Mapping[str, str] | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> Call:
+    params: list[tuple[str, str]] = []
+    if status is not None:
+        params.append(("status", status))
+    if due_after is not None:
+        params.append(("due_after", format_dt(due_after)))
+    if due_before is not None:
+        params.append(("due_before", format_dt(due_before)))
+    for key, value in (metadata or {}).items():
+        params.append(("metadata", f"{key}={value}"))
+    if limit is not None:
+        params.append(("limit", str(limit)))
+    if cursor is not None:
+        params.append(("cursor", cursor))
+    return Call(
+        "GET",
+        "/api/v1/jobs",
+        lambda data: ([Job.from_json(j) for j in data["results"]], data.get("next_cursor")),
+        params=params,
+    )
+
+
+def reschedule(job_id: Any, due_at: datetime | str, payload: Any = None) -> Call:
+    body: dict[str, Any] = {"due_at": format_dt(due_at)}
+    if payload is not None:
+        body["payload"] = payload
+    return Call("PATCH", f"/api/v1/jobs/{_path_id(job_id)}", Job.from_json, json=body)
+
+
+def cancel(job_id: Any) -> Call:
+    return Call("DELETE", f"/api/v1/jobs/{_path_id(job_id)}", Job.from_json)
+
+
+def cancel_many(
+    ids: Iterable[Any] | None = None, metadata: Mapping[str, str] | None = None
+) -> Call:
+    body: dict[str, Any] = {}
+    if ids is not None:
+        body["ids"] = [str(i) for i in ids]
+    if metadata is not None:
+        body["metadata"] = dict(metadata)
+    return Call("POST", "/api/v1/jobs/cancel", lambda data: int(data["canceled"]), json=body)
+
+
+def attempts(job_id: Any) -> Call:
+    return Call(
+        "GET",
+        f"/api/v1/jobs/{_path_id(job_id)}/attempts",
+        lambda data: [Attempt.from_json(a) for a in data["attempts"]],
+    )
+
+
+def requeue(job_id: Any) -> Call:
+    return Call("POST", f"/api/v1/jobs/{_path_id(job_id)}/requeue", Job.from_json)

@@ -1,0 +1,205 @@
+"""Client and AsyncClient: the same methods, blocking and async."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from . import _calls
+from ._calls import Call
+from ._retry import RETRY_STATUSES, RetryPolicy, retry_after_of
+from .errors import TransportError, error_for
+from .models import Attempt, Job
+
+DEFAULT_TIMEOUT_SECONDS = 10.0
+
+
+def _headers(api_key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}", "User-Agent": "sendlater-client/0.1"}
+
+
+def _answer(call: Call, response: httpx.Response) -> Any:
+    if response.status_code >= 400:
+        try:
+            body = response.json()
+        except ValueError:
+            body = response.text
+        raise error_for(response.status_code, body, retry_after_of(response))
+    return call.parse(response.json() if response.content else None)
+
+
+class Client:
+    """Blocking client. ``Client(base_url, api_key)``; use as a context manager or ``close()``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.retry = retry or RetryPolicy()
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            headers=_headers(api_key),
+            timeout=timeout,
+            transport=transport,
+        )
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def request(self, call: Call) -> Any:
+        """Send one call, retrying network errors, 429 and 5xx gateways with backoff."""
+        for attempt in range(1, self.retry.attempts + 1):
+            last = attempt == self.retry.attempts
+            try:
+                response = self._http.request(
+                    call.method, call.path, json=call.json, params=call.params
+                )
+            except httpx.TransportError as exc:
+                if last:
+                    raise TransportError(str(exc) or type(exc).__name__) from exc
+                time.sleep(self.retry.delay(attempt, None))
+                continue
+            if response.status_code in RETRY_STATUSES and not last:
+                time.sleep(self.retry.delay(attempt, retry_after_of(response)))
+                continue
+            return _answer(call, response)
+        raise AssertionError("unreachable")
+
+    def schedule(self, due_at: datetime | str, **job: Any) -> Job:
+        return self.request(_calls.schedule(due_at=due_at, **job))
+
+    def schedule_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
+        out: list[Job] = []
+        for call in _calls.schedule_chunks(jobs):
+            out.extend(self.request(call))
+        return out
+
+    def get(self, job_id: Any) -> Job:
+        return self.request(_calls.get(job_id))
+
+    def list(self, **filters: Any) -> Iterator[Job]:
+        cursor = None
+        while True:
+            jobs, cursor = self.request(_calls.list_page(cursor=cursor, **filters))
+            yield from jobs
+            if not cursor:
+                return
+
+    def reschedule(self, job_id: Any, due_at: datetime | str, payload: Any = None) -> Job:
+        return self.request(_calls.reschedule(job_id, due_at, payload))
+
+    def cancel(self, job_id: Any) -> Job:
+        return self.request(_calls.cancel(job_id))
+
+    def cancel_many(
+        self, ids: Iterable[Any] | None = None, metadata: Mapping[str, str] | None = None
+    ) -> int:
+        return self.request(_calls.cancel_many(ids, metadata))
+
+    def attempts(self, job_id: Any) -> list[Attempt]:
+        return self.request(_calls.attempts(job_id))
+
+    def requeue(self, job_id: Any) -> Job:
+        return self.request(_calls.requeue(job_id))
+
+
+class AsyncClient:
+    """The same methods as Client, awaited; ``list`` is an async iterator."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        retry: RetryPolicy | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.retry = retry or RetryPolicy()
+        self._http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            headers=_headers(api_key),
+            timeout=timeout,
+            transport=transport,
+        )
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def request(self, call: Call) -> Any:
+        for attempt in range(1, self.retry.attempts + 1):
+            last = attempt == self.retry.attempts
+            try:
+                response = await self._http.request(
+                    call.method, call.path, json=call.json, params=call.params
+                )
+            except httpx.TransportError as exc:
+                if last:
+                    raise TransportError(str(exc) or type(exc).__name__) from exc
+                await asyncio.sleep(self.retry.delay(attempt, None))
+                continue
+            if response.status_code in RETRY_STATUSES and not last:
+                await asyncio.sleep(self.retry.delay(attempt, retry_after_of(response)))
+                continue
+            return _answer(call, response)
+        raise AssertionError("unreachable")
+
+    async def schedule(self, due_at: datetime | str, **job: Any) -> Job:
+        return await self.request(_calls.schedule(due_at=due_at, **job))
+
+    async def schedule_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
+        out: list[Job] = []
+        for call in _calls.schedule_chunks(jobs):
+            out.extend(await self.request(call))
+        return out
+
+    async def get(self, job_id: Any) -> Job:
+        return await self.request(_calls.get(job_id))
+
+    async def list(self, **filters: Any) -> AsyncIterator[Job]:
+        cursor = None
+        while True:
+            jobs, cursor = await self.request(_calls.list_page(cursor=cursor, **filters))
+            for job in jobs:
+                yield job
+            if not cursor:
+                return
+
+    async def reschedule(self, job_id: Any, due_at: datetime | str, payload: Any = None) -> Job:
+        return await self.request(_calls.reschedule(job_id, due_at, payload))
+
+    async def cancel(self, job_id: Any) -> Job:
+        return await self.request(_calls.cancel(job_id))
+
+    async def cancel_many(
+        self, ids: Iterable[Any] | None = None, metadata: Mapping[str, str] | None = None
+    ) -> int:
+        return await self.request(_calls.cancel_many(ids, metadata))
+
+    async def attempts(self, job_id: Any) -> list[Attempt]:
+        return await self.request(_calls.attempts(job_id))
+
+    async def requeue(self, job_id: Any) -> Job:
+        return await self.request(_calls.requeue(job_id))
