@@ -1,1 +1,0 @@
-"""A Django app for receivers: add ``sendlater_client.django`` to INSTALLED_APPS."""
