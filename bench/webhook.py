@@ -52,6 +52,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.burst import peak_rss_mb  # noqa: E402
+
 RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: text/plain\r\n\r\nok"
 FAST_HOSTS = [f"127.0.0.{i}" for i in range(2, 9)]
 SLOW_HOST = "127.0.0.9"
@@ -271,16 +273,6 @@ def stop_pollers() -> None:
 
     processes_stop(_children, grace_seconds=30)
     _children.clear()
-
-
-def peak_rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def run(

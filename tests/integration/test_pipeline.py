@@ -111,7 +111,7 @@ class SilentSink:
         self.jobs = list(jobs)
 
     def close(self) -> None:
-        pass
+        """Nothing to release."""
 
 
 def test_a_delivery_with_no_outcome_is_given_up_as_a_retry(team, settings) -> None:
@@ -144,7 +144,7 @@ class HeldSink:
         self.held = []
 
     def close(self) -> None:
-        pass
+        """Nothing to release."""
 
 
 def test_results_of_a_lease_lost_mid_flight_are_fenced_out(team) -> None:

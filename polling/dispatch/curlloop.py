@@ -1,0 +1,440 @@
+"""One transport process's loop: webhook requests on libcurl's multi interface (pycurl).
+
+Requests come in over a pipe from the poller's process (``polling.dispatch.transport``)
+and replies go back in batches. What it guarantees, per request:
+
+- **SSRF at connect time.** libcurl resolves the host; every address it is about to
+  connect to goes through ``OPENSOCKETFUNCTION``, which checks it (``netguard``)
+  and refuses a blocked one before a socket exists. The check is on the address
+  actually connected to, so a DNS answer that changes after scheduling (rebinding)
+  cannot reach an internal host. Kept-alive connections were checked when opened.
+- **No redirects, no proxies from the environment, http and https only.**
+- **Bounded reads.** At most ``MAX_BODY_READ_BYTES`` of a response body are read;
+  past that the transfer is cut (the status is kept) and the connection dropped.
+- **Timeouts.** Connect ``connect_timeout``; a response silent for ``read_timeout``
+  after the request was sent (or since its last byte); ``connect + 3 * read`` in all.
+- **Per host:** at most ``max_per_host`` requests at once, started in the order
+  they were sent (FIFO); a circuit breaker (``HostGuard``) fails a host's requests
+  fast while it is open. Behind the cap wait only as many as the host can take
+  within ``queue_seconds`` at its measured pace (``max_per_host * queue_seconds /
+  latency``, the latency being the host's smoothed time per request, or the age
+  of its oldest request still running if that is longer); the newest of the rest
+  are answered ``deferred`` (handed back to pending, untried), so a slow host
+  keeps to its own slots and never fills a poller's window.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime
+from multiprocessing.connection import Connection
+from urllib.parse import urlsplit
+
+import certifi
+import pycurl
+
+from polling.dispatch.hostguard import HostGuard, HostOpen
+from polling.dispatch.signing import signed_headers
+from scheduling import netguard
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY_READ_BYTES = 64 * 1024
+_IDLE_WAIT_SECONDS = 1.0  # nothing running: wake at least this often
+_CURL_WAIT_CAP_SECONDS = 0.05  # curl asked for no particular wait while requests run
+_REPLY_BATCH = 256  # replies sent to the poller's process in one message at most
+# Replies wait up to this long to travel together: each message wakes a thread of the
+# poller's process, which then waits for the GIL, so fewer, larger messages.
+_REPLY_LINGER_SECONDS = 0.005
+
+
+@dataclass(slots=True)
+class Reply:
+    """What became of one request. ``status`` is None when no response arrived."""
+
+    status: int | None = None
+    retry_after: str | None = None  # the Retry-After header, as sent
+    excerpt: bytes = b""
+    error: str = ""
+    kind: str = ""  # "" | "timeout" | "network" | "blocked" | "host_open" | "deferred"
+    wait_hint: float | None = None  # seconds (host_open, deferred): when to try again
+    started: float = 0.0  # monotonic, when the request left the host's queue
+    finished: float = 0.0
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """What the poller's process sends: one webhook to sign and deliver."""
+
+    token: int  # the sender's key for the reply
+    url: str
+    msg_id: str
+    body: bytes
+    headers: list[str]  # besides the three signature headers
+    secrets: list[str]
+    timestamp: datetime  # webhook-timestamp (the database's clock)
+
+
+@dataclass(slots=True)
+class Request:
+    token: int
+    url: str
+    body: bytes
+    headers: list[str]
+    host: str = ""  # "name:port", the key of the per-host cap and breaker
+    hostname: str = ""
+    queued: float = 0.0
+    reply: Reply = field(default_factory=Reply)
+    trial: bool = False  # the breaker's half-open trial
+    heard: float = 0.0  # monotonic, when a response byte last arrived (0: none yet)
+    chunks: list[bytes] = field(default_factory=list)  # the body read so far
+
+
+def host_key(url: str) -> tuple[str, str]:
+    """``("name:port", "name")`` of a URL (the default port of its scheme filled in)."""
+    parts = urlsplit(url)
+    name = (parts.hostname or "").lower()
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        port = 0
+    return f"{name}:{port}", name
+
+
+class CurlLoop:
+    """The transport process's loop: requests in from ``conn``, replies out in batches."""
+
+    def __init__(
+        self,
+        *,
+        conn: Connection,
+        allowlist: netguard.Allowlist,
+        guard: HostGuard,
+        connect_timeout: float,
+        read_timeout: float,
+        max_connections: int,
+        queue_seconds: float,
+    ) -> None:
+        self.conn = conn
+        self.allowlist = allowlist
+        self.guard = guard
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.max_connections = max(1, max_connections)
+        self.queue_seconds = queue_seconds
+        self._next_stall_scan = 0.0
+        self._freed = False  # a request finished since the last wait (its slot is free)
+        self._inbox: deque[Request] = deque()
+        self._outbox: list[tuple[int, Reply]] = []
+        self._outbox_since = 0.0  # when the oldest reply not yet sent arrived
+        self._waiting: dict[str, deque[Request]] = {}
+        self._active: dict[str, int] = {}
+        self._running: dict[pycurl.Curl, Request] = {}
+        self._idle_handles: list[pycurl.Curl] = []
+        self._latency: dict[str, float] = {}  # per host, smoothed seconds per request
+        self._oldest_running: dict[str, float] = {}  # per host, start of its oldest request
+        self._free_at: dict[str, float] = {}  # per host, the next slot deferrals may book
+        self._closing = False
+        self._multi = pycurl.CurlMulti()
+        self._multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, self.max_connections)
+        self._multi.setopt(pycurl.M_MAXCONNECTS, self.max_connections)
+
+    def run(self) -> None:
+        while not self._closing:
+            try:
+                self._receive()
+                self._admit_inbox()
+                self._start_ready()
+                self._perform()
+                self._cut_silent()
+                self._send_replies()
+                self._wait()
+            except (EOFError, OSError, BrokenPipeError):
+                return  # the poller's process is gone
+            except Exception:  # one bad request must not end the process
+                logger.exception("webhook transport: loop failed")
+                time.sleep(0.1)
+        for handle in list(self._running) + self._idle_handles:
+            handle.close()
+        self._multi.close()
+
+    def _receive(self) -> None:
+        while not self._closing and self.conn.poll():
+            message = self.conn.recv()
+            if message is None:
+                self._closing = True
+                return
+            now = time.monotonic()
+            for out in message:
+                headers = [
+                    *out.headers,
+                    *(
+                        f"{name}: {value}"
+                        for name, value in signed_headers(
+                            secrets=out.secrets,
+                            msg_id=out.msg_id,
+                            timestamp=out.timestamp,
+                            body=out.body,
+                        ).items()
+                    ),
+                ]
+                request = Request(out.token, out.url, out.body, headers)
+                request.host, request.hostname = host_key(out.url)
+                request.queued = now
+                self._inbox.append(request)
+
+    def _send_replies(self) -> None:
+        if not self._outbox:
+            return
+        lingered = time.monotonic() - self._outbox_since >= _REPLY_LINGER_SECONDS
+        if not (lingered or len(self._outbox) >= _REPLY_BATCH or not self._running):
+            return
+        while self._outbox:
+            batch, self._outbox = self._outbox[:_REPLY_BATCH], self._outbox[_REPLY_BATCH:]
+            self.conn.send(batch)
+
+    def _admit_inbox(self) -> None:
+        inbox = self._inbox
+        while inbox:
+            request = inbox.popleft()
+            waiting = self._waiting.get(request.host)
+            if waiting is None:
+                waiting = self._waiting[request.host] = deque()
+            try:
+                self.guard.check(request.host)
+            except HostOpen as error:
+                self._answer(request, kind="host_open", error=str(error), hint=error.retry_after)
+                continue
+            waiting.append(request)
+        self._defer_excess()
+
+    def _pace(self, host: str, now: float) -> float:
+        """Seconds one request to ``host`` takes: smoothed, or longer if one runs longer."""
+        pace = self._latency.get(host, 0.0)
+        oldest = self._oldest_running.get(host)
+        if oldest is not None:
+            pace = max(pace, now - oldest)
+        return pace
+
+    def _defer_excess(self) -> None:
+        """Hand back the newest waiting requests a host cannot start within queue_seconds."""
+        now = time.monotonic()
+        cap = self.guard.max_per_host
+        for host, waiting in self._waiting.items():
+            if not waiting:
+                continue
+            pace = self._pace(host, now)
+            if pace <= 0:
+                continue  # nothing measured yet: a first round goes out
+            allowed = int(cap * self.queue_seconds / pace)
+            while len(waiting) > allowed:
+                request = waiting.pop()
+                # Book the host's next free slot at its pace (a virtual clock): deferred
+                # requests come back spread at the rate the host takes them, not all at once.
+                slot = max(self._free_at.get(host, 0.0), now + pace * len(waiting) / cap)
+                self._free_at[host] = slot + pace / cap
+                self._answer(
+                    request,
+                    kind="deferred",
+                    error=f"deferred: {host} is busy ({len(waiting)} waiting, {pace:.1f}s each)",
+                    hint=max(1.0, slot - now),
+                )
+
+    def _start_ready(self) -> None:
+        cap = self.guard.max_per_host
+        for host, waiting in self._waiting.items():
+            active = self._active.get(host, 0)
+            while waiting and active < cap and len(self._running) < self.max_connections:
+                request = waiting.popleft()
+                try:
+                    trial = self.guard.admit(host)
+                except HostOpen as error:
+                    self._answer(
+                        request, kind="host_open", error=str(error), hint=error.retry_after
+                    )
+                    continue
+                self._start(request, trial)
+                self._oldest_running.setdefault(host, request.reply.started)
+                active += 1
+            self._active[host] = active
+        for host in [h for h, w in self._waiting.items() if not w and not self._active.get(h)]:
+            del self._waiting[host]
+
+    def _start(self, request: Request, trial: bool) -> None:
+        handle = self._idle_handles.pop() if self._idle_handles else self._new_handle()
+        reply = request.reply
+        reply.started = time.monotonic()
+        request.trial = trial
+        chunks = request.chunks
+        size = [0]
+
+        def on_body(chunk: bytes) -> int | None:
+            request.heard = time.monotonic()
+            size[0] += len(chunk)
+            chunks.append(chunk)
+            if size[0] > MAX_BODY_READ_BYTES:
+                reply.kind = "truncated"
+                return 0  # cut the transfer: the connection is dropped
+            return None
+
+        def on_header(line: bytes) -> None:
+            request.heard = time.monotonic()
+            if line[:12].lower() == b"retry-after:":
+                reply.retry_after = line[12:].decode("latin-1").strip()
+
+        hostname = request.hostname
+
+        def open_socket(_purpose: int, address: tuple) -> socket.socket | int:
+            family, socktype, protocol, sockaddr = address
+            ip = netguard.literal_address(sockaddr[0])
+            try:
+                if ip is None:
+                    raise netguard.BlockedTarget(f"unexpected address {sockaddr[0]!r}")
+                if not self.allowlist.allows_name(hostname):
+                    netguard.check_address(ip, self.allowlist)
+            except netguard.BlockedTarget as error:
+                reply.kind, reply.error = "blocked", f"blocked: {error}"
+                return pycurl.SOCKET_BAD
+            return socket.socket(family, socktype, protocol)
+
+        handle.setopt(pycurl.URL, request.url)
+        handle.setopt(pycurl.POSTFIELDS, request.body)
+        handle.setopt(pycurl.HTTPHEADER, request.headers)
+        handle.setopt(pycurl.WRITEFUNCTION, on_body)
+        handle.setopt(pycurl.HEADERFUNCTION, on_header)
+        handle.setopt(pycurl.OPENSOCKETFUNCTION, open_socket)
+        self._running[handle] = request
+        self._multi.add_handle(handle)
+
+    def _new_handle(self) -> pycurl.Curl:
+        handle = pycurl.Curl()
+        handle.setopt(pycurl.NOSIGNAL, 1)
+        handle.setopt(pycurl.POST, 1)
+        handle.setopt(pycurl.FOLLOWLOCATION, 0)
+        handle.setopt(pycurl.PROXY, "")  # never a proxy from the environment
+        handle.setopt(pycurl.NOPROXY, "*")
+        handle.setopt(pycurl.PROTOCOLS, pycurl.PROTO_HTTP | pycurl.PROTO_HTTPS)
+        handle.setopt(pycurl.REDIR_PROTOCOLS, 0)
+        handle.setopt(pycurl.TCP_NODELAY, 1)
+        handle.setopt(pycurl.CAINFO, certifi.where())
+        handle.setopt(pycurl.CONNECTTIMEOUT_MS, max(1, int(self.connect_timeout * 1000)))
+        # A response that stalls: under 1 byte/s for read_timeout (whole seconds, >= 1).
+        # The whole request: connect + 3 reads (the dispatch stall limit). A silent
+        # response is cut after read_timeout by _cut_silent (libcurl's low-speed
+        # check averages in the upload and cannot tell silence under ~5 s).
+        total = self.connect_timeout + 3 * self.read_timeout
+        handle.setopt(pycurl.TIMEOUT_MS, max(1, int(total * 1000)))
+        return handle
+
+    def _perform(self) -> None:
+        multi = self._multi
+        while True:
+            ret, _running = multi.perform()
+            if ret != pycurl.E_CALL_MULTI_PERFORM:
+                break
+        while True:
+            queued, ok, failed = multi.info_read()
+            for handle in ok:
+                self._finish(handle, None, "")
+            for handle, code, message in failed:
+                self._finish(handle, code, message)
+            if not queued:
+                break
+
+    def _cut_silent(self) -> None:
+        """Time out requests whose response has been silent for ``read_timeout``.
+
+        Silence counts from the last response byte, or, before the first, from when
+        the request was sent (libcurl's pre-transfer time: connecting has its own
+        timeout). Scanned a few times per read timeout, not on every loop.
+        """
+        now = time.monotonic()
+        if now < self._next_stall_scan or not self._running:
+            return
+        self._next_stall_scan = now + min(0.1, self.read_timeout / 4)
+        self._defer_excess()  # a host that slowed down since its requests queued
+        quiet_since = now - self.read_timeout
+        silent = []
+        for handle, request in self._running.items():
+            if request.heard:
+                if request.heard < quiet_since:
+                    silent.append(handle)
+                continue
+            if request.reply.started >= quiet_since:
+                continue
+            sent = handle.getinfo(pycurl.PRETRANSFER_TIME)
+            if sent and request.reply.started + sent < quiet_since:
+                silent.append(handle)
+        for handle in silent:
+            message = f"no response byte for {self.read_timeout:g}s"
+            self._finish(handle, pycurl.E_OPERATION_TIMEDOUT, message)
+
+    def _finish(self, handle: pycurl.Curl, code: int | None, message: str) -> None:
+        request = self._running.pop(handle)
+        self._multi.remove_handle(handle)
+        reply = request.reply
+        reply.finished = time.monotonic()
+        status = handle.getinfo(pycurl.RESPONSE_CODE) or None
+        reply.excerpt = b"".join(request.chunks)[:MAX_BODY_READ_BYTES]
+        request.chunks = []
+        truncated = reply.kind == "truncated"
+        if code is None or (truncated and status):
+            reply.status, reply.kind = status, ""
+        elif reply.kind != "blocked":
+            reply.status = None
+            if code == pycurl.E_OPERATION_TIMEDOUT:
+                reply.kind, reply.error = "timeout", f"timeout: {message}"
+            else:
+                reply.kind, reply.error = "network", f"ConnectError: curl {code}: {message}"
+        host = request.host
+        # A 4xx other than 429 is the job's fault, and a blocked address the guard's:
+        # the host itself is fine. 5xx, 429, timeouts and network errors count against it.
+        ok = reply.kind == "blocked" or (
+            reply.status is not None and reply.status < 500 and reply.status != 429
+        )
+        self.guard.record(host, ok=ok, trial=request.trial)
+        self._active[host] = self._active.get(host, 1) - 1
+        took = reply.finished - reply.started
+        self._latency[host] = 0.8 * self._latency.get(host, took) + 0.2 * took
+        if self._oldest_running.get(host) == reply.started:
+            starts = [r.reply.started for r in self._running.values() if r.host == host]
+            if starts:
+                self._oldest_running[host] = min(starts)
+            else:
+                del self._oldest_running[host]
+        self._idle_handles.append(handle)
+        self._freed = True
+        self._deliver(request)
+
+    def _answer(self, request: Request, *, kind: str, error: str, hint: float | None) -> None:
+        reply = request.reply
+        reply.kind, reply.error, reply.wait_hint = kind, error, hint
+        reply.started = reply.finished = time.monotonic()
+        self._deliver(request)
+
+    def _deliver(self, request: Request) -> None:
+        if not self._outbox:
+            self._outbox_since = time.monotonic()
+        self._outbox.append((request.token, request.reply))
+
+    def _wait(self) -> None:
+        freed, self._freed = self._freed, False
+        if self._inbox or (freed and self._waiting):
+            return  # new requests, or slots freed for waiting ones: start them first
+        multi = self._multi
+        readable, writable, broken = multi.fdset()
+        wait_ms = multi.timeout()
+        if self._running:
+            timeout = _CURL_WAIT_CAP_SECONDS if wait_ms < 0 else min(wait_ms / 1000, 1.0)
+        else:
+            timeout = _IDLE_WAIT_SECONDS
+        if self._outbox:
+            linger = self._outbox_since + _REPLY_LINGER_SECONDS - time.monotonic()
+            timeout = min(timeout, max(0.0, linger))
+        if timeout > 0:
+            select.select([*readable, self.conn.fileno()], writable, broken, timeout)
