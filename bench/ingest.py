@@ -61,8 +61,8 @@ def service(jobs: int, batch: int, database: str, processes: int = 1) -> None:
 
     from scheduling.clock import db_now
     from scheduling.models import Job, Team
-    from scheduling.partitions import partitions_ensure
     from scheduling.services import JobSpec, job_schedule_many
+    from scheduling.storage.partitions import partitions_ensure
 
     call_command("migrate", verbosity=0)
     partitions_ensure(now=db_now(), days=3)

@@ -159,7 +159,7 @@ def main() -> None:
     from scheduling import keys
     from scheduling.clock import db_now
     from scheduling.models import Team
-    from scheduling.partitions import partitions_ensure
+    from scheduling.storage.partitions import partitions_ensure
 
     try:
         call_command("migrate", verbosity=0)

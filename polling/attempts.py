@@ -15,7 +15,7 @@ from uuid import UUID
 from polling.claims import Result
 from polling.dispatch.base import ClaimedJob, Outcome, answered_in_order
 from polling.sqlutil import dt, is_postgres, rowcount, uid, values_rows
-from scheduling.dbcopy import copy_rows
+from scheduling.storage.dbcopy import copy_rows
 
 COLUMNS = "job_id, attempt, started_at, duration_ms, result, status_code, error, poller"
 COPY_SQL = f"COPY scheduling_deliveryattempt ({COLUMNS}) FROM STDIN (FORMAT BINARY)"

@@ -48,9 +48,9 @@ from polling.sqlutil import (
 )
 from scheduling import conf, keys
 from scheduling.buckets import shard_counts_record
-from scheduling.jobinsert import JobBuilder, jobs_insert, new_job_ids
 from scheduling.models import JobStatus, MissedPolicy, Team
 from scheduling.recurrence import Rule
+from scheduling.storage.jobinsert import JobBuilder, jobs_insert, new_job_ids
 
 logger = logging.getLogger(__name__)
 

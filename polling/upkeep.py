@@ -12,8 +12,8 @@ import time
 from datetime import datetime
 
 from scheduling import conf as scheduling_conf
-from scheduling.partitions import partitions_ensure_step
-from scheduling.retention import retention_prune
+from scheduling.storage.partitions import partitions_ensure_step
+from scheduling.storage.retention import retention_prune
 
 logger = logging.getLogger(__name__)
 

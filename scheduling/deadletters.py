@@ -15,8 +15,8 @@ from scheduling import keys
 from scheduling.buckets import shard_counts_record
 from scheduling.clock import db_now, open_bucket
 from scheduling.errors import JobNotPending
-from scheduling.jobrows import job_for_update, job_save_in_partition
 from scheduling.models import Job, JobStatus, Team
+from scheduling.storage.jobrows import job_for_update, job_save_in_partition
 
 _REQUEUE_FIELDS = [
     "bucket",

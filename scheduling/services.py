@@ -27,11 +27,8 @@ from scheduling.clock import db_now, open_bucket
 from scheduling.cutovers import cutover_earliest as cutover_earliest
 from scheduling.cutovers import cutover_schedule as cutover_schedule
 from scheduling.errors import JobNotPending, SchedulingError
-from scheduling.gcpause import gc_paused
 from scheduling.idempotency import idempotency_record, is_key_violation
 from scheduling.idempotency import idempotency_resolve as _resolve_idempotency
-from scheduling.jobinsert import JobBuilder, jobs_insert, new_job_ids
-from scheduling.jobrows import job_for_update, job_save_in_partition
 from scheduling.metrics import JOBS_SCHEDULED
 from scheduling.models import Job, JobStatus, Team
 
@@ -39,6 +36,9 @@ from scheduling.models import Job, JobStatus, Team
 from scheduling.specs import JobSpec as JobSpec
 from scheduling.specs import SpecChecker, validate_due_at, validate_payload
 from scheduling.specs import job_spec_validate as job_spec_validate
+from scheduling.storage.gcpause import gc_paused
+from scheduling.storage.jobinsert import JobBuilder, jobs_insert, new_job_ids
+from scheduling.storage.jobrows import job_for_update, job_save_in_partition
 
 
 def _effective_due(job_id: uuid.UUID, due_at: datetime, window_seconds: int) -> datetime:

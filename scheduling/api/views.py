@@ -29,8 +29,8 @@ from scheduling.api.serializers import (
     job_spec_from,
     target_field,
 )
-from scheduling.gcpause import gc_paused
 from scheduling.models import Team
+from scheduling.storage.gcpause import gc_paused
 
 REPLAY_HEADER = "Idempotent-Replayed"
 

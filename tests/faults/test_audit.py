@@ -16,9 +16,9 @@ from polling import claims, services
 from polling.writeback import Result, write_back
 from scheduling import keys
 from scheduling.clock import db_now
-from scheduling.jobinsert import jobs_insert
 from scheduling.models import Job, JobStatus
-from scheduling.partitions import bounds_of, name_of, partitions_ensure
+from scheduling.storage.jobinsert import jobs_insert
+from scheduling.storage.partitions import bounds_of, name_of, partitions_ensure
 from tests.faults.audit import audit_install, audit_uninstall
 from tests.faults.cluster import sql
 from tests.faults.invariants import Report, _fencing

@@ -16,9 +16,10 @@ from polling.poller import Poller
 from polling.upkeep import PARTITIONS_PER_ITERATION
 from scheduling import keys
 from scheduling.clock import db_now, open_bucket
-from scheduling.jobinsert import jobs_insert
 from scheduling.models import DeliveryAttempt, IdempotencyKey, Job, JobStatus, TaskRun
-from scheduling.partitions import (
+from scheduling.services import job_schedule_many
+from scheduling.storage.jobinsert import jobs_insert
+from scheduling.storage.partitions import (
     DDL_LOCK_KEY,
     DEFAULT,
     PartitionBusy,
@@ -30,8 +31,7 @@ from scheduling.partitions import (
     partitions_list,
     partitions_missing,
 )
-from scheduling.retention import retention_prune
-from scheduling.services import job_schedule_many
+from scheduling.storage.retention import retention_prune
 from tests.support.factories import job_spec
 
 pytestmark = pytest.mark.django_db

@@ -1,11 +1,11 @@
-"""New job ids (``scheduling.jobinsert.new_job_ids``): the UUIDs ``uuid.uuid4()`` makes."""
+"""New job ids (``scheduling.storage.jobinsert.new_job_ids``): the UUIDs ``uuid.uuid4()`` makes."""
 
 from __future__ import annotations
 
 import pickle
 import uuid
 
-from scheduling.jobinsert import new_job_ids
+from scheduling.storage.jobinsert import new_job_ids
 
 
 def test_ids_are_version_4_uuids_like_the_standard_librarys() -> None:

@@ -6,8 +6,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduling import conf
 from scheduling.clock import db_now
-from scheduling.partitions import is_partitioned, partitions_ensure, partitions_list
-from scheduling.retention import retention_prune
+from scheduling.storage.partitions import is_partitioned, partitions_ensure, partitions_list
+from scheduling.storage.retention import retention_prune
 
 SQLITE_NOTE = (
     "SQLite keeps the jobs table as a plain table: there are no partitions. "

@@ -4,7 +4,7 @@ On PostgreSQL ``scheduling_job`` is ``PARTITION BY RANGE (bucket)`` (migration
 0005): one partition per ``SENDLATER_PARTITION_DAYS`` days, aligned on the Unix
 epoch, named ``scheduling_job_pYYYYMMDD`` after their first day, plus a DEFAULT
 partition that catches rows no partition covers. Retention lives in
-``scheduling.retention``. SQLite keeps a plain table: every function here is a
+``scheduling.storage.retention``. SQLite keeps a plain table: every function here is a
 no-op there.
 """
 

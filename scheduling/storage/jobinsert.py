@@ -1,4 +1,4 @@
-"""Writing new job rows in bulk: binary COPY on PostgreSQL (``scheduling.dbcopy``),
+"""Writing new job rows in bulk: binary COPY on PostgreSQL (``scheduling.storage.dbcopy``),
 multi-row INSERT elsewhere."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 from django.db import connection
 from django.db.models.base import ModelState
 
-from scheduling.dbcopy import copy_rows
 from scheduling.models import Job, Team
+from scheduling.storage.dbcopy import copy_rows
 
 INSERT_BATCH_ROWS = 1000
 # Column and the type psycopg packs it as (see copy_rows): text stands in for

@@ -28,7 +28,7 @@ from scheduling import conf, keys
 from scheduling.buckets import shard_counts_record
 from scheduling.clock import open_bucket
 from scheduling.models import DeliveryAttempt, IdempotencyKey, Job, JobStatus, TaskRun
-from scheduling.partitions import Partition, is_partitioned, partitions_list
+from scheduling.storage.partitions import Partition, is_partitioned, partitions_list
 
 logger = logging.getLogger(__name__)
 
