@@ -158,6 +158,38 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
+def backend_cpu_seconds(database: str) -> dict[int, float]:
+    """CPU time (user + system) of each PostgreSQL process serving ``database``.
+
+    Backends and autovacuum workers name their database in their command line
+    (``postgres: user database host ...``); other clusters' clients are left out.
+    """
+    tick = os.sysconf("SC_CLK_TCK")
+    found: dict[int, float] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if (proc / "comm").read_text().strip() != "postgres":
+                continue
+            if f" {database} " not in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode():
+                continue
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        found[int(proc.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return found
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of a live process and its reaped children; 0 if gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def run(args: argparse.Namespace, pollers: int, env: dict[str, str], label: str) -> float:
     from django.db import connection
 
@@ -193,6 +225,8 @@ def run(args: argparse.Namespace, pollers: int, env: dict[str, str], label: str)
     print(f"schedule_seconds[{label}]: {time.monotonic() - started:.1f} s")
     if db_now() >= first:
         print("warning: the burst was due before all jobs were written", file=sys.stderr)
+    database = connection.settings_dict["NAME"]
+    cpu_before = backend_cpu_seconds(database)
     for i in range(pollers):
         cmd = [sys.executable, str(ROOT / "manage.py"), "runpoller", "--name", f"bench-{i}"]
         cmd += ["--batch-size", str(args.batch_size), "--concurrency", str(args.concurrency)]
@@ -201,22 +235,28 @@ def run(args: argparse.Namespace, pollers: int, env: dict[str, str], label: str)
     deadline = time.monotonic() + args.timeout + lead
     while time.monotonic() < deadline:
         with connection.cursor() as cursor:
-            # Is anything left? One probe of each partial index (pending rows, claimed
-            # rows; ordered by the index's columns so the planner walks the index),
-            # not a count: the check must not take CPU from the pollers.
+            # Is anything left? One probe of the pending rows' partial index (ordered
+            # by its columns so the planner walks the index; jobs in flight are still
+            # pending), not a count: the check must not take CPU from the pollers.
             cursor.execute(
                 "SELECT (SELECT due_at FROM scheduling_job WHERE status = 'pending'"
-                " ORDER BY bucket, shard, due_at LIMIT 1) IS NOT NULL OR (SELECT bucket"
-                " FROM scheduling_job WHERE status = 'claimed' ORDER BY shard, bucket LIMIT 1)"
-                " IS NOT NULL"
+                " ORDER BY bucket, shard, due_at LIMIT 1) IS NOT NULL"
             )
             (left,) = cursor.fetchone()
         if not left:
             break
         time.sleep(0.5)
     rss = max(peak_rss_mb(child.pid) for child in _children)
+    cpu_after = backend_cpu_seconds(database)
+    postgres_cpu = sum(t - cpu_before.get(pid, 0.0) for pid, t in cpu_after.items())
+    poller_cpu = sum(process_cpu_seconds(child.pid) for child in _children)
     stop_children()
     print(f"poller_peak_rss_mb[{label}]: {rss:.0f} MiB")
+    # Per job drained: the database's backends for this database (the pollers' and the
+    # probe's connections, autovacuum), and the pollers' own processes (whole runs,
+    # start-up included).
+    print(f"postgres_cpu_us_per_job[{label}]: {postgres_cpu / args.jobs * 1e6:.1f} us")
+    print(f"poller_cpu_us_per_job[{label}]: {poller_cpu / args.jobs * 1e6:.1f} us")
     return report(args.jobs, pollers, first, label)
 
 

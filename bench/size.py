@@ -4,7 +4,7 @@ On the service's own schema (migrated, partitioned, one partition per day) in th
 scratch database ``sendlater_bench_scale_size``:
 
 1. claim rate: D jobs due in one past bucket are claimed and written back as
-   delivered with the service's statements (``polling.claims.claim`` +
+   delivered with the service's statements (``polling.claims.batch_take`` +
    ``write_back``, 1,000-row batches, 64 shards, one process), first with 100,000
    future jobs stored over the next 30 days, then with F (default 10,000,000);
    rows are generated server-side (``INSERT ... SELECT generate_series``), the
@@ -76,6 +76,8 @@ def settle() -> None:
 
 
 def claim_rate(bucket, now, batch: int) -> float:
+    from django.db import transaction
+
     from polling import claims
     from polling.claims import Result
 
@@ -86,13 +88,18 @@ def claim_rate(bucket, now, batch: int) -> float:
     t0 = time.perf_counter()
     for shard in range(SHARDS):
         while True:
-            got = claims.claim(
+            got = claims.batch_take(
                 owner="bench", epoch=epochs[shard], bucket=bucket, shard=shard, now=now, limit=batch
             )
             if not got:
                 break
-            results = [Result(j.id, "delivered", j.due_at, j.bucket, j.shard) for j in got]
-            done += len(claims.write_back(owner="bench", results=results, now=now))
+            results = [
+                Result(j.id, "delivered", j.due_at, j.bucket, j.shard, epoch=j.epoch, attempt=1)
+                for j in got
+            ]
+            with transaction.atomic():
+                done += len(claims.write_back(owner="bench", results=results, now=now))
+                claims.inflight_forget({j.batch for j in got})
     seconds = time.perf_counter() - t0
     claims.lease_release(owner="bench", shards=range(SHARDS))
     return done / seconds

@@ -1,20 +1,23 @@
-"""Delivery attempts: one row per try, written with the batch's write-back.
+"""Attempt history: one row per failed try, written with the group's write-back.
 
-One COPY per batch on PostgreSQL (a multi-row INSERT, chunked under SQLite's
-parameter limit, elsewhere), from tuples, in the write-back's transaction, for
-the rows the fenced write-back actually changed: a poller that lost its lease
-records nothing.
+A successful attempt writes no row: the job keeps its last attempt inline
+(``last_attempt_at``, ``last_attempt_ms``, ``last_status_code``; see
+``polling.writeback``), and ``GET /api/v1/jobs/{id}/attempts`` adds it to the
+rows (``scheduling.selectors.delivery_attempt_list``). Retries, dead letters and
+expiries are the history that matters, so they are rows: one COPY per group on
+PostgreSQL (a multi-row INSERT, chunked under SQLite's parameter limit,
+elsewhere), in the write-back's transaction, for the rows the fenced write-back
+actually changed: a poller that lost its lease records nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from uuid import UUID
 
-from polling.claims import Result
-from polling.dispatch.base import ClaimedJob, Outcome, answered_in_order
 from polling.sqlutil import dt, is_postgres, rowcount, uid, values_rows
+from polling.writeback import Result
 from scheduling.storage.dbcopy import copy_rows
 
 COLUMNS = "job_id, attempt, started_at, duration_ms, result, status_code, error, poller"
@@ -30,35 +33,23 @@ _RESULT = {"delivered": "delivered", "pending": "retry", "dead": "dead", "expire
 
 
 def attempts_record(
-    *,
-    jobs: Sequence[ClaimedJob],
-    outcomes: Sequence[Outcome],
-    results: Sequence[Result],
-    written: Collection[UUID],
-    poller: str,
-    now: datetime,
+    *, results: Sequence[Result], written: Collection[UUID], poller: str, now: datetime
 ) -> int:
-    """Insert one attempt row per written result; return how many were inserted."""
-    if not written:
-        return 0
-    rows = []
-    for job, outcome, result in _triples(jobs, outcomes, results, written):
-        if not result.counted:
-            continue  # handed back untried: no attempt was made
-        started = outcome.started_at if outcome and outcome.started_at else now
-        duration = outcome.duration_seconds if outcome else None
-        rows.append(
-            (
-                result.job_id,
-                job.attempt,
-                started,
-                round(duration * 1000) if duration is not None else None,
-                _RESULT[result.status],
-                outcome.status_code if outcome else None,
-                (outcome.error if outcome else result.last_error)[:_ERROR_CHARS],
-                poller,
-            )
+    """Insert a row per written, counted, unsuccessful result; return how many."""
+    rows = [
+        (
+            r.job_id,
+            r.attempt,
+            r.started_at or now,
+            r.duration_ms,
+            _RESULT[r.status],
+            r.status_code,
+            r.last_error[:_ERROR_CHARS],
+            poller,
         )
+        for r in results
+        if r.status != "delivered" and r.counted and r.job_id in written
+    ]
     if not rows:
         return 0
     if is_postgres():  # binary COPY takes UUIDs, datetimes and ints as they are
@@ -69,25 +60,3 @@ def attempts_record(
         placeholders, params = values_rows(chunk)
         rowcount(INSERT_SQL.format(rows=placeholders), params)
     return len(rows)
-
-
-def _triples(
-    jobs: Sequence[ClaimedJob],
-    outcomes: Sequence[Outcome],
-    results: Sequence[Result],
-    written: Collection[UUID],
-) -> Iterable[tuple[ClaimedJob, Outcome | None, Result]]:
-    """(job, its outcome or None if it expired unsent, result) for each written result.
-
-    The usual batch (nothing expired, every row written, outcomes in the jobs'
-    order, all delivered) lines up: a zip checked by identity, no UUID hashing.
-    """
-    if (
-        len(written) == len(results)
-        and answered_in_order(jobs, outcomes)
-        and answered_in_order(jobs, results)
-    ):
-        return zip(jobs, outcomes, results, strict=True)
-    job_of = {j.id: j for j in jobs}
-    by_outcome = {o.job_id: o for o in outcomes}
-    return ((job_of[r.job_id], by_outcome.get(r.job_id), r) for r in results if r.job_id in written)

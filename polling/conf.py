@@ -30,7 +30,7 @@ def concurrency() -> int:
 
 
 def window() -> int:
-    """Jobs in flight per poller: claimed and not yet written back."""
+    """Jobs in flight per poller: read and not yet written back."""
     return int(settings.SENDLATER_WINDOW)
 
 

@@ -32,7 +32,7 @@ DELIVERY_LATENCY = Histogram(
 )
 CLAIM_BATCH = Histogram(
     "sendlater_claim_batch_size",
-    "Rows claimed per claim statement (empty claims are not observed).",
+    "Jobs per read batch (empty reads are not observed).",
     buckets=(1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000),
 )
 LEASES_ACQUIRED = Counter("sendlater_lease_acquisitions_total", "Shard leases acquired.")
@@ -52,7 +52,7 @@ POLLER_ERRORS = Counter(
 
 
 class ShardLagCollector(Collector):
-    """Per-shard lag, due backlog and oldest due age, read when scraped."""
+    """Per-shard lag, due backlog, oldest due age and jobs in flight, read when scraped."""
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         # Registration asks for the names; answering from collect() would query the
@@ -63,32 +63,43 @@ class ShardLagCollector(Collector):
         from polling.selectors import shard_lag_list
         from scheduling.clock import db_now
 
-        lag, backlog, oldest = self._families()
+        lag, backlog, oldest, in_flight = self._families()
         for row in shard_lag_list(now=db_now()):
             label = [str(row.shard)]
             lag.add_metric(label, row.lag_seconds)
             backlog.add_metric(label, row.due_backlog)
             oldest.add_metric(label, row.oldest_due_age_seconds or 0.0)
+            in_flight.add_metric(label, row.in_flight)
         yield lag
         yield backlog
         yield oldest
+        yield in_flight
 
     @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+    def _families() -> tuple[
+        GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily
+    ]:
         lag = GaugeMetricFamily(
             "sendlater_shard_lag_seconds",
             "now - (checkpoint + W) while due jobs wait, per shard.",
             labels=["shard"],
         )
         backlog = GaugeMetricFamily(
-            "sendlater_shard_due_backlog", "Pending jobs already due, per shard.", labels=["shard"]
+            "sendlater_shard_due_backlog",
+            "Pending jobs already due and not in flight, per shard.",
+            labels=["shard"],
         )
         oldest = GaugeMetricFamily(
             "sendlater_shard_oldest_due_age_seconds",
             "Age of the oldest due pending job, per shard (0 when none).",
             labels=["shard"],
         )
-        return lag, backlog, oldest
+        in_flight = GaugeMetricFamily(
+            "sendlater_shard_in_flight_jobs",
+            "Jobs read by the shard's owner and not yet written back, per shard.",
+            labels=["shard"],
+        )
+        return lag, backlog, oldest, in_flight
 
 
 def outcomes_export(results: Sequence[Result], written: Collection[UUID], now: datetime) -> None:
@@ -115,7 +126,7 @@ def outcomes_export(results: Sequence[Result], written: Collection[UUID], now: d
 
 IN_FLIGHT = Gauge(
     "sendlater_poller_in_flight_jobs",
-    "Jobs this poller has claimed and not yet written back (its dispatch window).",
+    "Jobs this poller has read and not yet written back (its dispatch window).",
 )
 WRITEBACK_GROUP = Histogram(
     "sendlater_writeback_group_size",

@@ -3,20 +3,23 @@
 Three stages, all driven from the poller's own thread (the only one that touches
 its database connection):
 
-1. **submit** — claimed jobs enter the window and go to the sink, which returns at
-   once (a pipelined sink) and reports each outcome from its own thread as the
-   delivery ends. Jobs already expired never reach the sink.
+1. **submit** — jobs read (``polling.claims.batch_take``) enter the window and go
+   to the sink, which returns at once (a pipelined sink) and reports each outcome
+   from its own thread as the delivery ends. Jobs already expired never reach the sink.
 2. **collect** — outcomes that have arrived move from the sink's threads to the
    ready list (a queue between threads); a job in flight for longer than the
    stall limit is given up as a retry, so a handler that never returns holds one
    slot, never the shard's progress.
 3. **write back** — the ready results are written in one fenced transaction when
    ``group_size`` are ready or the oldest has waited ``group_seconds``: final
-   statuses, retries moved to their new bucket, attempt rows.
+   statuses, retries moved to their new bucket, the rows of failed attempts, and
+   the in-flight batches whose jobs are all written.
 
-The window (``window`` jobs: claimed and not yet written back) bounds what a crash
+The window (``window`` jobs: read and not yet written back) bounds what a crash
 can deliver twice. Each write is fenced per row on the lease epoch the job was
-claimed with, so results of a shard whose lease was lost are refused and reported.
+read under, so results of a shard whose lease was lost are refused and reported.
+The read cursors (``polling.cursors``) keep the next read of a shard past the
+jobs it already has in flight, which are still pending rows.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from django.db import transaction
 
 from polling import claims, metrics
 from polling.attempts import attempts_record
+from polling.cursors import ReadCursors
 from polling.dispatch.base import ClaimedJob, Outcome, is_pipelined
 from polling.failpoints import failpoint
 from polling.renewer import PROGRESS
@@ -67,6 +71,8 @@ class Pipeline:
         self._expired: list[ClaimedJob] = []
         self._ready_since: float | None = None  # when the oldest unwritten result arrived
         self.by_shard: Counter[int] = Counter()  # jobs in the window per shard
+        self.cursors = ReadCursors()
+        self._batch_left: Counter[int] = Counter()  # in-flight batch -> jobs not yet written
 
     # --- state --------------------------------------------------------------------
 
@@ -89,8 +95,11 @@ class Pipeline:
     # --- 1. submit ------------------------------------------------------------------
 
     def submit(self, jobs: Sequence[ClaimedJob], now: datetime) -> None:
-        """Put claimed ``jobs`` in the window and hand the live ones to the sink."""
+        """Put read ``jobs`` (one batch) in the window and hand the live ones to the sink."""
         live: list[ClaimedJob] = []
+        self.cursors.handed(jobs)
+        if jobs:
+            self._batch_left[jobs[0].batch] += len(jobs)
         for job in jobs:
             self.by_shard[job.shard] += 1
             if job.expires_at is not None and job.expires_at <= now:
@@ -196,8 +205,8 @@ class Pipeline:
     def write_back(self, now: datetime) -> set[int]:
         """Write every ready result in one fenced transaction; return shards found lost.
 
-        A result refused by the fence (the lease changed hands since the claim) is
-        dropped: the shard's new owner returns the row to pending and delivers it.
+        A result refused by the fence (the lease changed hands since the read) is
+        dropped: the row is still pending, and the shard's new owner delivers it.
         """
         jobs, outcomes, expired = self._ready_jobs, self._ready_outcomes, self._expired
         if not jobs and not expired:
@@ -209,19 +218,18 @@ class Pipeline:
             with transaction.atomic():
                 results = results_build(jobs=jobs, outcomes=outcomes, expired=expired, now=now)
                 written = claims.write_back(owner=self.owner, results=results, now=now)
-                attempts_record(
-                    jobs=jobs + expired,
-                    outcomes=outcomes,
-                    results=results,
-                    written=written,
-                    poller=self.owner,
-                    now=now,
-                )
+                attempts_record(results=results, written=written, poller=self.owner, now=now)
+                done = self._batches_done(jobs, expired)
+                if len(written) != len(results):  # fenced out: the next owner forgets those
+                    done -= {job.batch for job in (*jobs, *expired) if job.id not in written}
+                claims.inflight_forget(done)
         finally:
             for job in jobs:
                 self.by_shard[job.shard] -= 1
             for job in expired:
                 self.by_shard[job.shard] -= 1
+            self.cursors.resolved(jobs)
+            self.cursors.resolved(expired)
             metrics.IN_FLIGHT.set(self.in_flight)
         metrics.WRITEBACK_GROUP.observe(len(results))
         metrics.outcomes_export(results, written, now)
@@ -239,13 +247,29 @@ class Pipeline:
         )
         return lost
 
+    def _batches_done(self, *groups: Sequence[ClaimedJob]) -> set[int]:
+        """Count ``groups``' jobs off their batches; return the batches now all written."""
+        left = self._batch_left
+        touched = set()
+        for group in groups:
+            for job in group:
+                left[job.batch] -= 1
+                touched.add(job.batch)
+        done = {batch for batch in touched if left[batch] <= 0}
+        for batch in done:
+            del left[batch]
+        return done
+
     def forget(self) -> int:
-        """Drop everything in the window unwritten (the leases are gone: the shards'
-        next owners return the rows to pending). Returns how many jobs were dropped."""
+        """Drop everything in the window unwritten (the leases are gone: the rows are
+        still pending, and the shards' next owners forget these batches and read them
+        again). Returns how many jobs were dropped."""
         dropped = self.in_flight
         self._sent.clear()
         self._ready_jobs, self._ready_outcomes, self._expired = [], [], []
         self._ready_since = None
         self.by_shard.clear()
+        self.cursors.clear()
+        self._batch_left.clear()
         metrics.IN_FLIGHT.set(0)
         return dropped

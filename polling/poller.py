@@ -1,11 +1,12 @@
-"""The poller loop: flow control only (assign, claim, dispatch, write back, sleep, stop).
+"""The poller loop: flow control only (assign, read, dispatch, write back, sleep, stop).
 
 Each pass reads ``now`` from the database once; everything after it in the pass
 uses that reading plus the local monotonic time elapsed since, so the loop never
 trusts the machine's wall clock. Locking statements live in ``polling.claims``;
 the deliveries in flight and their write-back in ``polling.pipeline``: a pass
-claims while earlier jobs are still being delivered, up to the poller's window,
-and writes results back in groups as they complete.
+reads due jobs (no per-row claim: the lease is the lock) while earlier jobs are
+still being delivered, up to the poller's window, and writes each job once, in
+groups, as outcomes arrive.
 """
 
 from __future__ import annotations
@@ -312,22 +313,37 @@ class Poller:
         return busy
 
     def _claim(self, bucket: datetime, shard: int, limit: int) -> int:
-        """Claim up to ``limit`` due jobs of ``(bucket, shard)`` into the pipeline."""
+        """Read up to ``limit`` due jobs of ``(bucket, shard)`` into the pipeline.
+
+        No row is claimed: the lease is the lock. The read starts past the jobs
+        this poller already has in flight there (``polling.cursors``) and records
+        the batch in flight; a lease found lost is let go.
+        """
         now = self._now()
-        jobs = claims.claim(
-            owner=self.name,
-            epoch=self.leases[shard],
-            bucket=bucket,
-            shard=shard,
-            now=now,
-            limit=limit,
-        )
+        read = self.pipeline.cursors.plan(shard, bucket, limit)
+        try:
+            jobs = claims.batch_take(
+                owner=self.name,
+                epoch=self.leases[shard],
+                bucket=bucket,
+                shard=shard,
+                now=now,
+                limit=limit,
+                after=read.after,
+                skip=read.skip,
+                fetch=read.fetch,
+            )
+        except claims.LeaseLost:
+            metrics.LEASES_LOST.inc()
+            logger.warning("poller %s: lease of shard %s lost before a read", self.name, shard)
+            self.leases.pop(shard, None)
+            return 0
         if not jobs:
             return 0
         metrics.CLAIM_BATCH.observe(len(jobs))
         self.pipeline.submit(jobs, now)
         logger.debug(
-            "poller %s: shard %s bucket %s: %s claimed",
+            "poller %s: shard %s bucket %s: %s read",
             self.name,
             shard,
             bucket,
@@ -439,9 +455,9 @@ class Poller:
             got = claims.lease_acquire(owner=self.name, shards=missing, now=now, until=until)
             if got:
                 metrics.LEASES_ACQUIRED.inc(len(got))
-                returned = claims.claims_return_stale(owner=self.name, shards=got, now=now)
+                returned = claims.inflight_clear_stale(owner=self.name, shards=got, now=now)
                 logger.info(
-                    "poller %s: acquired shards %s (epochs %s); %s stale claims returned",
+                    "poller %s: acquired shards %s (epochs %s); %s stale batches forgotten",
                     self.name,
                     sorted(got),
                     sorted(set(got.values())),

@@ -59,33 +59,73 @@ def results_build(
     a count only once it is committed).
     """
     results = [
-        Result(j.id, "expired", j.due_at, j.bucket, j.shard, "expired before delivery")
+        Result(
+            j.id,
+            "expired",
+            j.due_at,
+            j.bucket,
+            j.shard,
+            "expired before delivery",
+            epoch=j.epoch,
+            attempt=j.attempt,
+            started_at=now,
+        )
         for j in expired
     ]
-    retries: list[tuple[ClaimedJob, datetime, datetime, str]] = []
-    deferred: list[tuple[ClaimedJob, datetime, datetime, str]] = []
+    retries: list[tuple[ClaimedJob, datetime, datetime, str, Outcome]] = []
+    deferred: list[tuple[ClaimedJob, datetime, datetime, str, Outcome]] = []
     max_attempts = conf.max_attempts()
     for job, outcome in _paired(jobs, outcomes):
+        started = outcome.started_at or now
+        ms = _milliseconds(outcome.duration_seconds)
+        code = outcome.status_code
         if outcome.result == "delivered":
-            results.append(Result(job.id, "delivered", job.due_at, job.bucket, job.shard))
+            results.append(
+                Result(
+                    job.id,
+                    "delivered",
+                    job.due_at,
+                    job.bucket,
+                    job.shard,
+                    epoch=job.epoch,
+                    attempt=job.attempt,
+                    started_at=started,
+                    duration_ms=ms,
+                    status_code=code,
+                )
+            )
             continue
         error = outcome.error[:_MAX_ERROR_CHARS]
         if outcome.result == "deferred":  # handed back untried: not an attempt
             due = now + timedelta(seconds=max(outcome.retry_after_seconds or 0, 0.0))
             bucket = max(keys.bucket_of(due, bucket_seconds()), open_bucket(now))
-            deferred.append((job, due, bucket, error))
+            deferred.append((job, due, bucket, error, outcome))
             continue
         if outcome.result == "dead" or job.attempt >= max_attempts:
             if outcome.result != "dead":
                 error = f"gave up after {job.attempt} attempts: {error}"[:_MAX_ERROR_CHARS]
-            results.append(Result(job.id, "dead", job.due_at, job.bucket, job.shard, error))
+            results.append(
+                Result(
+                    job.id,
+                    "dead",
+                    job.due_at,
+                    job.bucket,
+                    job.shard,
+                    error,
+                    epoch=job.epoch,
+                    attempt=job.attempt,
+                    started_at=started,
+                    duration_ms=ms,
+                    status_code=code,
+                )
+            )
         else:
             delay = backoff_seconds(job.attempt, retry_after=outcome.retry_after_seconds)
             due = now + timedelta(seconds=delay)
             bucket = max(keys.bucket_of(due, bucket_seconds()), open_bucket(now))
-            retries.append((job, due, bucket, error))
+            retries.append((job, due, bucket, error, outcome))
     if retries or deferred:
-        counts = shard_counts_record({bucket for _, _, bucket, _ in retries + deferred})
+        counts = shard_counts_record({bucket for _, _, bucket, _, _ in retries + deferred})
         for moves, counted in ((retries, True), (deferred, False)):
             results.extend(
                 Result(
@@ -97,7 +137,16 @@ def results_build(
                     error,
                     from_bucket=job.bucket,
                     counted=counted,
+                    epoch=job.epoch,
+                    attempt=job.attempt,
+                    started_at=outcome.started_at or now,
+                    duration_ms=_milliseconds(outcome.duration_seconds),
+                    status_code=outcome.status_code,
                 )
-                for job, due, bucket, error in moves
+                for job, due, bucket, error, outcome in moves
             )
     return results
+
+
+def _milliseconds(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds * 1000)

@@ -6,13 +6,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import Count, Max, Min
+from django.db.models import Count, Min
 
 from polling.models import PollerState, ShardCheckpoint, ShardLease
 from polling.sqlutil import dt
 from scheduling import conf as scheduling_conf
 from scheduling import keys
-from scheduling.models import Bucket, Job, JobStatus, ShardCountSchedule
+from scheduling.buckets import shard_count_max as shard_count_max
+from scheduling.inflight import in_flight_by_shard
+from scheduling.models import Job, JobStatus
 
 ASSIGNMENT_INPUTS_SQL = """
 SELECT 'live', name, NULL FROM polling_poller WHERE state = %s AND heartbeat_at > %s
@@ -32,13 +34,6 @@ def assignment_inputs(*, now: datetime, lease_seconds: int) -> tuple[set[str], d
     return live, pins
 
 
-def shard_count_max() -> int:
-    """The highest shard count of any schedule row or recorded bucket: leases needed."""
-    scheduled = ShardCountSchedule.objects.aggregate(m=Max("shard_count"))["m"] or 0
-    recorded = Bucket.objects.aggregate(m=Max("shard_count"))["m"] or 0
-    return max(scheduled, recorded, 1)
-
-
 @dataclass(frozen=True)
 class ShardLag:
     shard: int
@@ -48,8 +43,9 @@ class ShardLag:
     pinned_to: str | None
     checkpoint: datetime | None
     lag_seconds: float
-    due_backlog: int
+    due_backlog: int  # due pending jobs not in flight
     oldest_due_age_seconds: float | None
+    in_flight: int  # jobs read by the owner and not yet written back (its window)
 
 
 def shard_lag_seconds(
@@ -71,11 +67,13 @@ def shard_lag_seconds(
 
 
 def shard_lag_list(*, now: datetime) -> list[ShardLag]:
-    """Per shard: owner, epoch, checkpoint, lag, due backlog and oldest due job age.
+    """Per shard: owner, epoch, checkpoint, lag, due backlog, oldest due job age, in flight.
 
     Lag is ``now - (checkpoint + W)`` while due jobs wait (0 when none do). The
     backlog is one grouped query over pending rows in buckets up to the open one,
-    so it reads the backlog's own index range, never the future.
+    so it reads the backlog's own index range, never the future. Jobs in flight are
+    still pending rows: they come from the shards' in-flight batches and are left
+    out of the backlog.
     """
     width = scheduling_conf.bucket_seconds()
     open_bucket = keys.bucket_of(now, width)
@@ -88,6 +86,7 @@ def shard_lag_list(*, now: datetime) -> list[ShardLag]:
         .annotate(depth=Count("id"), oldest=Min("due_at"))
     }
     checkpoints = dict(ShardCheckpoint.objects.values_list("shard", "last_drained"))
+    in_flight = in_flight_by_shard()
     result: list[ShardLag] = []
     for lease in ShardLease.objects.order_by("shard"):
         row = backlog.get(lease.shard)
@@ -109,8 +108,9 @@ def shard_lag_list(*, now: datetime) -> list[ShardLag]:
                 pinned_to=lease.pinned_to,
                 checkpoint=checkpoint,
                 lag_seconds=lag,
-                due_backlog=depth,
+                due_backlog=max(0, depth - in_flight.get(lease.shard, 0)),
                 oldest_due_age_seconds=(now - row["oldest"]).total_seconds() if row else None,
+                in_flight=in_flight.get(lease.shard, 0),
             )
         )
     return result

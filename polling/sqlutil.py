@@ -14,7 +14,7 @@ from typing import Any
 from uuid import UUID
 
 import orjson
-from django.db import DatabaseError, connection
+from django.db import connection
 from django.utils.dateparse import parse_datetime
 from psycopg.types.datetime import TimestamptzLoader
 
@@ -148,34 +148,3 @@ def skip_locked() -> str:
     single UPDATE there is already atomic against other pollers.
     """
     return "FOR UPDATE OF j SKIP LOCKED" if is_postgres() else ""
-
-
-SERIALIZATION_FAILURE = "40001"
-SERIALIZATION_RETRIES = 3
-
-
-def is_serialization_failure(error: BaseException) -> bool:
-    """True for SQLSTATE 40001, e.g. locking a row moved to another partition meanwhile."""
-    cause = error.__cause__ or error
-    return getattr(cause, "sqlstate", None) == SERIALIZATION_FAILURE
-
-
-def retry_serialization(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-    """``fetch_all``, retried on a serialization failure when not inside a transaction.
-
-    On PostgreSQL, ``FOR UPDATE`` on a row that a concurrent UPDATE moved to another
-    partition (a reschedule or retry changing its bucket) raises 40001 instead of
-    skipping it. Run alone in autocommit, the statement changed nothing and can
-    simply run again; inside a transaction the caller must roll back, so it raises.
-    """
-    for attempt in range(SERIALIZATION_RETRIES + 1):
-        try:
-            return fetch_all(sql, params)
-        except DatabaseError as error:
-            if (
-                not is_serialization_failure(error)
-                or connection.in_atomic_block
-                or attempt == SERIALIZATION_RETRIES
-            ):
-                raise
-    raise AssertionError("unreachable")

@@ -1,9 +1,12 @@
-"""Write-back of a claimed batch: final statuses, retries moved to their new bucket.
+"""Write-back: each job's one write, with its outcome; retries moved to their new bucket.
 
-Fenced like every claim statement (see ``polling.claims``): a row is written only
-while still claimed by ``owner`` at the epoch it was claimed with, under that
-unexpired lease. Rows are addressed by id and the bucket they were claimed in,
-listed as constants, so PostgreSQL prunes to that partition.
+The lease is the lock (``polling.claims``): a job in flight is still a pending row,
+read under its shard's lease at some epoch. Its write is fenced per row: the row
+is still pending in the bucket it was read from, and that shard's lease is still
+``owner``'s at the epoch of the read, unexpired. The attempt counter moves here
+(not for a job handed back untried), and the row keeps its last attempt inline.
+Rows are addressed by id and the bucket they were read in, listed as constants,
+so PostgreSQL prunes to that partition.
 """
 
 from __future__ import annotations
@@ -13,79 +16,120 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from polling.sqlutil import (
-    LEASE_FENCE,
-    dt,
-    fetch_all,
-    id_in,
-    placeholders,
-    to_uuid,
-    uid,
-    values_rows,
-)
+import orjson
+
+from polling.sqlutil import LEASE_FENCE, dt, fetch_all, id_in, is_postgres, placeholders, to_uuid
 
 
 @dataclass(slots=True)  # not frozen (a batch makes one per job); read-only all the same
 class Result:
-    """The write-back of one claimed job: its final status, or where it goes next."""
+    """The write-back of one job: its final status, or where it goes next."""
 
     job_id: UUID
-    status: str  # delivered | pending (retry) | dead | expired
+    status: str  # delivered | pending (retry or deferred) | dead | expired
     due_at: datetime
     bucket: datetime
     shard: int
     last_error: str = ""
-    # The bucket the row was claimed in, when a retry moves it (None: ``bucket``).
+    # The bucket the row was read in, when a retry moves it (None: ``bucket``).
     from_bucket: datetime | None = None
-    # False for a job handed back untried (deferred): its claim's attempt is taken back
-    # and no attempt row is written.
+    # False for a job handed back untried (deferred): no attempt is counted or recorded.
     counted: bool = True
+    epoch: int = 0  # the lease epoch the job was read under
+    attempt: int = 0  # this attempt's number
+    # The attempt, kept on the row: when it started, how long it took, the HTTP status.
+    started_at: datetime | None = None
+    duration_ms: int | None = None
+    status_code: int | None = None
 
     @property
     def claimed_bucket(self) -> datetime:
         return self.from_bucket or self.bucket
 
 
+# Per row: the lease of the row's shard at the epoch the job was read under.
+_FENCE_PER_ROW = LEASE_FENCE.format(shard="j.shard", epoch="v.v_epoch")
+
 WRITE_BACK_SQL = (
     """
-WITH v (v_id, v_from_bucket, v_status, v_due_at, v_bucket, v_shard, v_error, v_untried)
+WITH v (v_id, v_from_bucket, v_status, v_due_at, v_bucket, v_shard, v_error, v_tried, v_epoch,
+        v_started, v_ms, v_code)
   AS (VALUES {rows})
 UPDATE scheduling_job AS j SET
     status = v.v_status, due_at = v.v_due_at, bucket = v.v_bucket, shard = v.v_shard,
-    last_error = v.v_error, updated_at = %s, attempts = j.attempts - v.v_untried,
+    last_error = v.v_error, updated_at = %s, attempts = j.attempts + v.v_tried,
     delivered_at = CASE WHEN v.v_status = 'delivered' THEN %s ELSE j.delivered_at END,
-    claim_owner = CASE WHEN v.v_status = 'pending' THEN NULL ELSE j.claim_owner END,
-    claim_epoch = CASE WHEN v.v_status = 'pending' THEN NULL ELSE j.claim_epoch END
+    last_attempt_at = CASE WHEN v.v_tried = 1 THEN v.v_started ELSE j.last_attempt_at END,
+    last_attempt_ms = CASE WHEN v.v_tried = 1 THEN v.v_ms ELSE j.last_attempt_ms END,
+    last_status_code = CASE WHEN v.v_tried = 1 THEN v.v_code ELSE j.last_status_code END
 FROM v
 WHERE j.bucket IN ({buckets}) AND j.id {ids} AND j.id = v.v_id
-  AND j.bucket = v.v_from_bucket AND j.status = 'claimed' AND j.claim_owner = %s AND """
-    + LEASE_FENCE.format(shard="j.shard", epoch="j.claim_epoch")
+  AND j.bucket = v.v_from_bucket AND j.status = 'pending' AND """
+    + _FENCE_PER_ROW
     + "\nRETURNING id"
 )
+# Each VALUES column typed on PostgreSQL (a NULL in the first row would be text).
+_PG_ROW = (
+    "(%s::uuid, %s::timestamptz, %s, %s::timestamptz, %s::timestamptz, %s::integer, %s,"
+    " %s::integer, %s::bigint, %s::timestamptz, %s::integer, %s::smallint)"
+)
+_SQLITE_ROW = "(" + ", ".join(["%s"] * 12) + ")"
 
 
 WRITE_BACK_DELIVERED_SQL = """
-UPDATE scheduling_job AS j SET status = 'delivered', last_error = '', updated_at = %s,
-    delivered_at = %s
+UPDATE scheduling_job AS j SET status = 'delivered', attempts = j.attempts + 1, last_error = '',
+    updated_at = %s, delivered_at = %s,
+    last_attempt_at = to_timestamp((d.m -> j.id::text ->> 0)::bigint / 1e6),
+    last_attempt_ms = (d.m -> j.id::text ->> 1)::integer,
+    last_status_code = (d.m -> j.id::text ->> 2)::smallint
+FROM (SELECT %s::jsonb AS m) AS d
 WHERE j.bucket IN ({buckets}) AND j.shard IN ({shards}) AND j.id {ids}
-  AND j.status = 'claimed' AND j.claim_owner = %s AND {fence}
+  AND j.status = 'pending' AND {fence}
 RETURNING id"""
-# Per row: the lease of the row's shard at the epoch the row was claimed with.
-_FENCE_PER_ROW = LEASE_FENCE.format(shard="j.shard", epoch="j.claim_epoch")
-# One shard, one epoch (a poller's batch): the same fence as constants, so the
-# lease is probed once for the statement instead of once per row.
-_FENCE_ONE_LEASE = "j.claim_epoch = %s AND " + LEASE_FENCE.format(shard="%s", epoch="%s")
+# Each row's attempt comes from one JSON object keyed by id (``d.m``): a one-row join,
+# so the plan stays the id list's primary-key probes. A join to the group's rows
+# (VALUES or unnest) lets PostgreSQL plan a nested loop over the whole bucket when
+# the partition's statistics are stale (filled minutes ago): seconds, not a millisecond.
+_FENCE_ROW_EPOCH = (
+    "EXISTS (SELECT 1 FROM polling_shardlease l WHERE l.shard = j.shard AND l.owner = %s"
+    " AND l.epoch = (d.m -> j.id::text ->> 3)::bigint AND l.expires_at > %s)"
+)
+# One shard, one epoch (a poller's usual group): the fence as constants, so the lease
+# is probed once for the statement instead of once per row.
+_FENCE_ONE_LEASE = LEASE_FENCE.format(shard="%s", epoch="%s")
 
 
-def _write_delivered(
-    owner: str, results: Sequence[Result], now: datetime, epoch: int | None
-) -> list[tuple]:
+def write_back(*, owner: str, results: Sequence[Result], now: datetime) -> set[UUID]:
+    """Write a group's results; return the ids written. At most two statements.
+
+    Delivered rows (the common case) are, on PostgreSQL, one UPDATE by id list,
+    each row's attempt read from one JSON parameter: the statement's text is the
+    same whatever the group's size, and the id list is a constant the planner
+    probes the primary key with, so a partition with stale statistics (filled
+    minutes ago) is still read by index. Every other outcome (retry, deferred, dead, expired),
+    and all of them on SQLite, go in one UPDATE ... FROM (VALUES ...). Call inside
+    one transaction.
+    """
+    fast = is_postgres()
+    delivered = [r for r in results if fast and r.status == "delivered" and r.from_bucket is None]
+    others = [
+        r for r in results if not (fast and r.status == "delivered" and r.from_bucket is None)
+    ]
+    written = _write_delivered(owner, delivered, now) if delivered else []
+    if others:
+        written += _write_values(owner, others, now)
+    return {to_uuid(job_id) for (job_id,) in written}
+
+
+def _write_delivered(owner: str, results: Sequence[Result], now: datetime) -> list[tuple]:
     buckets = sorted({r.bucket for r in results})
     shards = sorted({r.shard for r in results})
-    if epoch is not None and len(shards) == 1:
-        fence, fence_params = _FENCE_ONE_LEASE, [epoch, shards[0], owner, epoch, dt(now)]
+    epochs = {(r.shard, r.epoch) for r in results}
+    if len(epochs) == 1:
+        ((shard, epoch),) = epochs
+        fence, fence_params = _FENCE_ONE_LEASE, [shard, owner, epoch, dt(now)]
     else:
-        fence, fence_params = _FENCE_PER_ROW, [owner, dt(now)]
+        fence, fence_params = _FENCE_ROW_EPOCH, [owner, dt(now)]
     in_ids, id_params = id_in([r.job_id for r in results])
     sql = WRITE_BACK_DELIVERED_SQL.format(
         buckets=placeholders(len(buckets)),
@@ -93,59 +137,43 @@ def _write_delivered(
         ids=in_ids,
         fence=fence,
     )
-    params = [dt(now), dt(now), *(dt(b) for b in buckets), *shards]
-    return fetch_all(sql, [*params, *id_params, owner, *fence_params])
-
-
-def write_back(
-    *, owner: str, results: Sequence[Result], now: datetime, epoch: int | None = None
-) -> set[UUID]:
-    """Write a batch's results; return the ids written. At most two statements.
-
-    Delivered rows (the common case) are one UPDATE by id list, with no VALUES
-    join: on a partition whose statistics are stale (filled minutes ago, not yet
-    analysed) PostgreSQL would plan the join as a nested loop over the VALUES,
-    ~0.5 s for 1,000 rows. Every other outcome (retry, dead, expired) goes in one
-    UPDATE ... FROM (VALUES ...). Call both inside one transaction.
-
-    Fenced per row: the row is still claimed by ``owner`` at the epoch it was
-    claimed with, and that lease is still ``owner``'s at that epoch and unexpired.
-    ``epoch`` (the lease a one-shard batch was claimed under) lets the delivered
-    rows' statement check that one lease once rather than per row.
-    A retried row moves to its new ``(bucket, shard)``, which the caller recorded
-    with ``shard_counts_record`` in the same transaction. Rows are addressed by
-    ``(id, claimed bucket)`` and the claimed buckets are also listed as constants
-    (one for a poller's batch), so PostgreSQL prunes to their partitions. The ids
-    are listed too: an index condition on the primary key that keeps the plan on
-    index probes even when the partition's statistics are stale (a freshly filled
-    partition, not yet analysed, otherwise invites a nested loop over a seq scan).
-    """
-    delivered = [r for r in results if r.status == "delivered" and r.from_bucket is None]
-    others = [r for r in results if r.status != "delivered" or r.from_bucket is not None]
-    written = _write_delivered(owner, delivered, now, epoch) if delivered else []
-    if others:
-        written += _write_others(owner, others, now)
-    return {to_uuid(job_id) for (job_id,) in written}
-
-
-def _write_others(owner: str, results: Sequence[Result], now: datetime) -> list[tuple]:
-    rows, params = values_rows(
-        [
-            (
-                uid(r.job_id),
-                dt(r.claimed_bucket),
-                r.status,
-                dt(r.due_at),
-                dt(r.bucket),
-                r.shard,
-                r.last_error,
-                0 if r.counted else 1,
+    attempts = orjson.dumps(
+        {
+            str(r.job_id): (
+                None if r.started_at is None else round(r.started_at.timestamp() * 1_000_000),
+                r.duration_ms,
+                r.status_code,
+                r.epoch,
             )
             for r in results
-        ]
-    )
+        }
+    ).decode()
+    params = [dt(now), dt(now), attempts, *(dt(b) for b in buckets), *shards, *id_params]
+    return fetch_all(sql, [*params, *fence_params])
+
+
+def _write_values(owner: str, results: Sequence[Result], now: datetime) -> list[tuple]:
+    row = _PG_ROW if is_postgres() else _SQLITE_ROW
+    params: list[object] = []
+    for r in results:
+        params += (
+            r.job_id if is_postgres() else r.job_id.hex,
+            dt(r.claimed_bucket),
+            r.status,
+            dt(r.due_at),
+            dt(r.bucket),
+            r.shard,
+            r.last_error,
+            1 if r.counted else 0,
+            r.epoch,
+            dt(r.started_at),
+            r.duration_ms,
+            r.status_code,
+        )
     buckets = sorted({r.claimed_bucket for r in results})
     in_ids, id_params = id_in([r.job_id for r in results])
-    sql = WRITE_BACK_SQL.format(rows=rows, buckets=placeholders(len(buckets)), ids=in_ids)
-    tail = [*(dt(b) for b in buckets), *id_params, owner, owner, dt(now)]
+    sql = WRITE_BACK_SQL.format(
+        rows=", ".join([row] * len(results)), buckets=placeholders(len(buckets)), ids=in_ids
+    )
+    tail = [*(dt(b) for b in buckets), *id_params, owner, dt(now)]
     return fetch_all(sql, [*params, dt(now), dt(now), *tail])

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import connection, transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from scheduling.models import Bucket, ShardCountSchedule
@@ -131,3 +132,11 @@ def shard_count_for(bucket: datetime) -> int:
     """The count ``bucket`` has, or would record if its first write happened now."""
     recorded = shard_count_of(bucket)
     return recorded if recorded is not None else count_in_force(schedule_rows(), bucket)
+
+
+def shard_count_max() -> int:
+    """The highest shard count of any schedule row or recorded bucket: the shard
+    indices in use are ``range(shard_count_max())``."""
+    scheduled = ShardCountSchedule.objects.aggregate(m=Max("shard_count"))["m"] or 0
+    recorded = Bucket.objects.aggregate(m=Max("shard_count"))["m"] or 0
+    return max(scheduled, recorded, 1)

@@ -10,8 +10,11 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
+from django.db import transaction
+
 from scheduling.clock import db_now
 from scheduling.errors import SchedulingError
+from scheduling.inflight import in_flight_frozen
 from scheduling.models import Job, JobStatus, Team
 from scheduling.selectors import job_filter_metadata
 
@@ -25,16 +28,31 @@ def job_cancel_many(
 ) -> int:
     """Cancel the team's pending jobs matching ``ids`` and/or ``metadata``; return how many.
 
-    One UPDATE whatever the number of jobs. Rows a poller has already claimed are
-    not pending and stay as they are; the UPDATE re-checks the status of each row
-    it locks, so a job is never both canceled and claimed.
+    One UPDATE whatever the number of jobs, in a transaction that first takes every
+    shard's window lock (shared) and reads the ids in flight
+    (``scheduling.inflight.in_flight_frozen``): jobs being delivered stay as they are,
+    and no poller takes a new batch until the UPDATE commits. The UPDATE re-checks
+    the status of each row it locks, so a job is never both canceled and delivered.
     """
     if ids is None and not metadata:
         raise SchedulingError("give ids or metadata to select the jobs to cancel.", field="ids")
     now = now or db_now()
-    jobs = Job.objects.filter(team=team, status=JobStatus.PENDING)
-    if ids is not None:
-        jobs = jobs.filter(id__in=list(ids))
-    if metadata:
-        jobs = job_filter_metadata(jobs, metadata)
-    return jobs.update(status=JobStatus.CANCELED, updated_at=now)
+    with transaction.atomic():
+        busy = in_flight_frozen()
+        jobs = Job.objects.filter(team=team, status=JobStatus.PENDING)
+        if ids is not None:
+            jobs = jobs.filter(id__in=[i for i in map(_as_uuid, ids) if i not in busy])
+        if metadata:
+            jobs = job_filter_metadata(jobs, metadata)
+        if busy and ids is None:
+            jobs = jobs.exclude(id__in=list(busy))
+        return jobs.update(status=JobStatus.CANCELED, updated_at=now)
+
+
+def _as_uuid(value: uuid.UUID | str) -> uuid.UUID | str:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return value  # not an id: matches no job

@@ -25,9 +25,6 @@ _REQUEUE_FIELDS = [
     "status",
     "attempts",
     "expires_at",
-    "claim_owner",
-    "claim_epoch",
-    "claimed_at",
     "updated_at",
 ]
 
@@ -49,9 +46,6 @@ def job_requeue(*, team: Team, job_id: uuid.UUID | str, now: datetime | None = N
         job.status = JobStatus.PENDING
         job.attempts = 0
         job.expires_at = None
-        job.claim_owner = None
-        job.claim_epoch = None
-        job.claimed_at = None
         job.updated_at = now
         job_save_in_partition(job, old_bucket=old_bucket, fields=_REQUEUE_FIELDS)
     return job

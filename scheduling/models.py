@@ -81,7 +81,6 @@ class Bucket(models.Model):
 
 class JobStatus(models.TextChoices):
     PENDING = "pending"
-    CLAIMED = "claimed"
     DELIVERED = "delivered"
     DEAD = "dead"
     CANCELED = "canceled"
@@ -124,10 +123,13 @@ class Job(models.Model):
     # Past this instant the job ends as expired instead of firing late.
     expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
-    claim_owner = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 (NULL = unclaimed)
-    claim_epoch = models.BigIntegerField(null=True, blank=True)
-    claimed_at = models.DateTimeField(null=True, blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
+    # The last attempt, kept on the row (a first successful attempt writes no
+    # DeliveryAttempt row: the history table holds the failed tries that matter).
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    # Plain integers: a CHECK on a new column would make PostgreSQL scan every row.
+    last_attempt_ms = models.IntegerField(null=True, blank=True)
+    last_status_code = models.SmallIntegerField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -147,12 +149,6 @@ class Job(models.Model):
                 fields=["bucket", "shard", "due_at"],
                 condition=Q(status="pending"),
                 name="job_pending_bucket_shard_due",
-            ),
-            # In-flight rows: checkpoint checks and returning stale claims.
-            models.Index(
-                fields=["shard", "bucket"],
-                condition=Q(status="claimed"),
-                name="job_claimed_shard_bucket",
             ),
             models.Index(fields=["team", "due_at"], name="job_team_due"),
             # The console's deliveries per minute and per shard: a range on recent
@@ -180,6 +176,32 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.id} ({self.status})"
+
+
+class InFlightBatch(models.Model):
+    """A batch of jobs a poller has read and handed to its sinks, not yet written back.
+
+    The lease is the lock: a shard's owner reads its due pending rows without
+    changing them and records one of these per batch (``polling.claims.batch_take``),
+    then writes each job once, when its outcome is known. Cancel and reschedule
+    consult it to answer 409 for a job in flight (``scheduling.inflight``). Rows of
+    an epoch no longer current are deleted by the shard's next owner.
+    """
+
+    shard = models.PositiveIntegerField()
+    epoch = models.BigIntegerField()
+    owner = models.CharField(max_length=200)
+    # The batch's job ids as 32-digit hex, comma-separated: a substring test finds an
+    # id exactly (hex has no comma), on PostgreSQL and SQLite alike.
+    job_ids = models.TextField()
+    job_count = models.PositiveIntegerField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["shard", "epoch"], name="inflightbatch_shard_epoch")]
+
+    def __str__(self) -> str:
+        return f"shard {self.shard} epoch {self.epoch}: {self.job_count} jobs"
 
 
 class IdempotencyKey(models.Model):

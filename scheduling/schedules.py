@@ -23,6 +23,7 @@ from django.db.models import Q, QuerySet
 from scheduling import keys, recurrence
 from scheduling.clock import db_now
 from scheduling.errors import ScheduleNotFound, SchedulingError
+from scheduling.inflight import id_not_in, in_flight_frozen
 from scheduling.models import MissedPolicy, Schedule, ScheduleOccurrence, Team
 from scheduling.specs import JobSpec, SpecChecker
 
@@ -131,11 +132,12 @@ def schedule_create(*, team: Team, spec: ScheduleSpec, now: datetime | None = No
 
 
 # Pending occurrences of one schedule, canceled in one statement (PostgreSQL and
-# SQLite both return the rows): a claimed (in-flight) job is not pending, and the
-# UPDATE re-checks the status of each row it locks, so none is both.
+# SQLite both return the rows). Jobs in flight are left out, with every shard's
+# window lock held (``scheduling.inflight``), and the UPDATE re-checks the status
+# of each row it locks, so none is both canceled and delivered.
 CANCEL_OCCURRENCES_SQL = """
 UPDATE scheduling_job SET status = 'canceled', updated_at = %s
-WHERE schedule_id = %s AND status = 'pending' {since}
+WHERE schedule_id = %s AND status = 'pending' {since}{busy}
 RETURNING id, scheduled_for
 """
 
@@ -145,11 +147,13 @@ def _cancel_pending(schedule: Schedule, now: datetime, since: datetime | None) -
     given) and forget them in the ledger so the instants may be planned again.
     Return their instants."""
     ops = connection.ops
-    sql = CANCEL_OCCURRENCES_SQL.format(since="AND scheduled_for >= %s" if since else "")
+    busy, busy_params = id_not_in("id", in_flight_frozen())
+    sql = CANCEL_OCCURRENCES_SQL.format(since="AND scheduled_for >= %s" if since else "", busy=busy)
     schedule_key = schedule.id if connection.vendor == "postgresql" else schedule.id.hex
     params: list[Any] = [ops.adapt_datetimefield_value(now), schedule_key]
     if since:
         params.append(ops.adapt_datetimefield_value(since))
+    params.extend(busy_params)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()

@@ -11,7 +11,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.lookups import Exact
 
 from scheduling.errors import JobNotFound
-from scheduling.models import DeliveryAttempt, Job, Team
+from scheduling.models import DeliveryAttempt, Job, JobStatus, Team
 
 # The list's order: due time, then id so that ties have a stable place (cursors).
 JOB_LIST_ORDER = ("due_at", "id")
@@ -43,9 +43,26 @@ def job_get(*, team: Team, job_id: uuid.UUID | str) -> Job:
     return job
 
 
-def delivery_attempt_list(*, job: Job) -> QuerySet[DeliveryAttempt]:
-    """The job's delivery attempts, oldest first (indexed by job and attempt)."""
-    return DeliveryAttempt.objects.filter(job=job).order_by("started_at", "attempt", "id")
+def delivery_attempt_list(*, job: Job) -> list[DeliveryAttempt]:
+    """The job's delivery attempts, oldest first (indexed by job and attempt).
+
+    Failed attempts are rows; a successful one writes no row (``polling.attempts``):
+    a delivered job's last attempt is read from the job itself and comes last.
+    """
+    attempts = list(DeliveryAttempt.objects.filter(job=job).order_by("started_at", "attempt", "id"))
+    if job.status == JobStatus.DELIVERED and job.last_attempt_at is not None:
+        attempts.append(
+            DeliveryAttempt(
+                job=job,
+                attempt=job.attempts,
+                started_at=job.last_attempt_at,
+                duration_ms=job.last_attempt_ms,
+                result="delivered",
+                status_code=job.last_status_code,
+                error="",
+            )
+        )
+    return attempts
 
 
 def job_list(

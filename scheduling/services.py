@@ -29,6 +29,7 @@ from scheduling.cutovers import cutover_schedule as cutover_schedule
 from scheduling.errors import JobNotPending, SchedulingError
 from scheduling.idempotency import idempotency_record, is_key_violation
 from scheduling.idempotency import idempotency_resolve as _resolve_idempotency
+from scheduling.inflight import job_in_flight_refuse
 from scheduling.metrics import JOBS_SCHEDULED
 from scheduling.models import Job, JobStatus, Team
 
@@ -187,11 +188,14 @@ def job_schedule(
 
 
 def _pending_job_for_update(team: Team, job_id: uuid.UUID | str) -> Job:
+    """Lock the team's job and check it is pending and not in flight (in that order:
+    the lock order of ``scheduling.inflight``)."""
     job = job_for_update(team=team, job_id=job_id)
     if job.status != JobStatus.PENDING:
         raise JobNotPending(
             f"job {job_id} is {job.status}; only pending jobs can be changed.", field="status"
         )
+    job_in_flight_refuse(job)
     return job
 
 

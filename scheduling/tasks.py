@@ -29,6 +29,7 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 from scheduling import handlers
+from scheduling.inflight import job_in_flight
 from scheduling.models import Job, JobStatus, TargetKind, TaskRun, Team
 from scheduling.services import job_schedule
 
@@ -36,12 +37,18 @@ HANDLER_NAME = "django.task"
 
 _STATUS = {
     JobStatus.PENDING: TaskResultStatus.READY,
-    JobStatus.CLAIMED: TaskResultStatus.RUNNING,
     JobStatus.DELIVERED: TaskResultStatus.SUCCESSFUL,
     JobStatus.DEAD: TaskResultStatus.FAILED,
     JobStatus.EXPIRED: TaskResultStatus.FAILED,
     JobStatus.CANCELED: TaskResultStatus.FAILED,
 }
+
+
+def _status(job: Job) -> TaskResultStatus:
+    """A pending job in a poller's window is running (``scheduling.inflight``)."""
+    if job.status == JobStatus.PENDING and job_in_flight(job):
+        return TaskResultStatus.RUNNING
+    return _STATUS[JobStatus(job.status)]
 
 
 _FAILED_FOR_GOOD = {JobStatus.DEAD, JobStatus.EXPIRED, JobStatus.CANCELED}
@@ -52,7 +59,7 @@ def _task_result(task: Task, job: Job, run: TaskRun, backend: str) -> TaskResult
     result = TaskResult(
         task=task,
         id=str(job.id),
-        status=_STATUS[JobStatus(job.status)],
+        status=_status(job),
         enqueued_at=job.created_at,
         started_at=run.started_at,
         # A task that failed for good ends when its job went dead.

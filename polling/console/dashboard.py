@@ -18,6 +18,7 @@ from polling.models import Poller, PollerState, ShardCheckpoint, ShardLease
 from polling.selectors import ShardLag, shard_lag_seconds
 from scheduling import conf as scheduling_conf
 from scheduling import keys
+from scheduling.inflight import in_flight_by_shard
 from scheduling.models import Job, JobStatus
 
 SERIES_MINUTES = 30  # the time series covers the last half hour
@@ -32,6 +33,7 @@ SORT_KEYS = {
     "backlog": lambda r: r.due_backlog,
     "oldest": lambda r: r.oldest_due_age_seconds or 0.0,
     "delivered": lambda r: r.delivered_last_minute,
+    "in_flight": lambda r: r.in_flight,
 }
 
 
@@ -168,6 +170,7 @@ def dashboard_build(*, now: datetime, threshold_seconds: float, sort: str = "sha
             ),
         ),
     )
+    in_flight = in_flight_by_shard()
     rows: list[ShardRow] = []
     for lease_id, shard, owner, epoch, expires_at, pinned_to in leases:
         found = backlog.get(shard)
@@ -192,8 +195,9 @@ def dashboard_build(*, now: datetime, threshold_seconds: float, sort: str = "sha
                 pinned_to=pinned_to,
                 checkpoint=checkpoints.get(shard),
                 lag_seconds=lag,
-                due_backlog=depth,
+                due_backlog=max(0, depth - in_flight.get(shard, 0)),
                 oldest_due_age_seconds=(now - oldest).total_seconds() if oldest else None,
+                in_flight=in_flight.get(shard, 0),
                 delivered_last_minute=delivered_now.get(shard, 0),
                 over_threshold=lag > threshold_seconds,
                 raw_owner=owner,

@@ -35,6 +35,7 @@ COLUMNS = [
     ("lag", "Lag (s)"),
     ("backlog", "Due backlog"),
     ("oldest", "Oldest due (s)"),
+    ("in_flight", "In flight"),
     ("delivered", "Delivered last min"),
 ]
 
@@ -62,6 +63,7 @@ def _display(row: ShardRow) -> dict[str, Any]:
         "lag": f"{row.lag_seconds:.1f}",
         "backlog": str(row.due_backlog),
         "oldest": f"{oldest:.0f}" if oldest is not None else "—",
+        "in_flight": str(row.in_flight),
         "delivered": str(row.delivered_last_minute),
         "expires": row.expires_at.strftime("%H:%M:%S") if row.expires_at else "—",
         "pin": row.pinned_to or "",

@@ -1,4 +1,4 @@
-"""The sink interface: how a poller hands claimed jobs to a delivery target.
+"""The sink interface: how a poller hands the jobs it read to a delivery target.
 
 A pipelined sink takes jobs with ``submit(jobs, done)`` and returns at once; it
 calls ``done(job, outcome)`` once per job, from any thread, as each delivery
@@ -30,7 +30,7 @@ class ClaimedJob:
     due_at: datetime
     bucket: datetime
     shard: int
-    attempt: int  # this delivery's attempt number (attempts was incremented by the claim)
+    attempt: int  # this delivery's attempt number (the row's attempts + 1)
     target_kind: str  # "webhook" | "handler"
     target: str
     payload: Any
@@ -39,6 +39,10 @@ class ClaimedJob:
     # An occurrence of a recurring schedule: which one, and its instant.
     schedule_id: UUID | None = None
     scheduled_for: datetime | None = None
+    # The lease epoch it was read under (its write-back is fenced on it) and its
+    # in-flight batch (``scheduling.models.InFlightBatch``).
+    epoch: int = 0
+    batch: int = 0
 
 
 @dataclass(slots=True)  # not frozen, as ClaimedJob

@@ -1,4 +1,4 @@
-"""Routes each claimed job to the sink for its ``target_kind`` (SENDLATER_SINKS)."""
+"""Routes each job read to the sink for its ``target_kind`` (SENDLATER_SINKS)."""
 
 from __future__ import annotations
 

@@ -48,16 +48,12 @@ class PruneReport:
 
 STRAGGLERS_SQL = """
 SELECT id FROM {name}
-WHERE status IN ('pending', 'claimed') OR (status = 'dead' AND updated_at >= %s)
+WHERE status = 'pending' OR (status = 'dead' AND updated_at >= %s)
 LIMIT %s
 """
 MOVE_SQL = """
 WITH v (v_id, v_shard) AS (VALUES {rows})
-UPDATE scheduling_job AS j SET bucket = %s, shard = v.v_shard, updated_at = %s,
-    status = CASE WHEN j.status = 'claimed' THEN 'pending' ELSE j.status END,
-    claim_owner = CASE WHEN j.status = 'dead' THEN j.claim_owner END,
-    claim_epoch = CASE WHEN j.status = 'dead' THEN j.claim_epoch END,
-    claimed_at = CASE WHEN j.status = 'dead' THEN j.claimed_at END
+UPDATE scheduling_job AS j SET bucket = %s, shard = v.v_shard, updated_at = %s
 FROM v WHERE j.bucket >= %s AND j.bucket < %s AND j.id = v.v_id
 """
 DELETE_DEPENDENTS_SQL = (

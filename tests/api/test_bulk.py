@@ -13,6 +13,7 @@ from scheduling import keys
 from scheduling.clock import db_now
 from scheduling.models import Bucket, Job, JobStatus
 from tests.support.api import error_of, iso, job_body
+from tests.support.factories import in_flight_mark
 
 pytestmark = pytest.mark.django_db
 
@@ -124,14 +125,14 @@ def test_cancel_by_metadata_cancels_only_matching_pending_jobs(api, other_api) -
     booking = _scheduled(api, 3, metadata={"booking": "42", "kind": "reminder"})
     other_booking = _scheduled(api, 2, metadata={"booking": "43"})
     foreign = _scheduled(other_api, 2, metadata={"booking": "42"})
-    Job.objects.filter(id=booking[0]).update(status=JobStatus.CLAIMED)
+    in_flight_mark(Job.objects.get(id=booking[0]))
     with CaptureQueriesContext(connection) as queries:
         response = api.post(CANCEL, {"metadata": {"booking": "42"}}, format="json")
     assert response.status_code == 200, response.json()
     assert response.json() == {"canceled": 2}
     assert sum("UPDATE" in q["sql"] and "scheduling_job" in q["sql"] for q in queries) == 1
     status = dict(Job.objects.values_list("id", "status"))
-    assert status[uuid.UUID(booking[0])] == JobStatus.CLAIMED
+    assert status[uuid.UUID(booking[0])] == JobStatus.PENDING  # in flight: left alone
     assert {status[uuid.UUID(i)] for i in booking[1:]} == {JobStatus.CANCELED}
     assert {status[uuid.UUID(i)] for i in other_booking + foreign} == {JobStatus.PENDING}
     # Every pair must match.

@@ -19,7 +19,8 @@ from django.db import connection
 from polling.assignment import assignment
 from polling.models import ShardLease
 from scheduling.clock import db_now
-from scheduling.models import Job
+from scheduling.inflight import ids_parse
+from scheduling.models import InFlightBatch, Job
 from scheduling.services import JobSpec, job_schedule_many
 from tests.support.factories import team_create
 from tests.support.procs import POLLER_PROCESSES, ROOT, child_env
@@ -101,7 +102,7 @@ def sql(query: str, params=()):
 def assert_all_delivered_never_early(n: int) -> None:
     (row,) = sql(
         "SELECT count(*) FILTER (WHERE status = 'delivered'),"
-        " count(*) FILTER (WHERE status IN ('pending', 'claimed')),"
+        " count(*) FILTER (WHERE status = 'pending'),"
         " count(*) FILTER (WHERE delivered_at < due_at) FROM scheduling_job"
     )
     assert row == (n, 0, 0)
@@ -170,45 +171,38 @@ def test_kill_9_shards_taken_over_within_lease_nothing_lost(procs, tmp_path) -> 
 def test_sigstop_past_lease_fenced_writes_change_nothing(procs, tmp_path) -> None:
     schedule(10, start_in=-1, over=0.5, handler="slow_record")
     a = procs("a", "--once", "--batch-size", "5", "--concurrency", "5", handler_sleep=2.0)
-    claimed = wait_for(
+    batches = wait_for(
         lambda: list(
-            Job.objects.filter(status="claimed", claim_owner="a").values_list(
-                "id", "shard", "claim_epoch"
-            )
+            InFlightBatch.objects.filter(owner="a").values_list("job_ids", "shard", "epoch")
         ),
         30,
-        "a's first claim",
+        "a's first read",
         step=0.02,
     )
     a.send_signal(signal.SIGSTOP)
     try:
-        ids = [i for i, _, _ in claimed]
-        a_epoch = {s: e for _, s, e in claimed}
+        ids = [i for text, _, _ in batches for i in ids_parse(text)]
+        a_epoch = {s: e for _, s, e in batches}
         b = procs("b", "--batch-size", "5", "--concurrency", "5", handler_sleep=0.1)
 
         def b_delivered_them() -> bool:
-            rows = Job.objects.filter(id__in=ids).values_list("status", "claim_owner")
-            return all(row == ("delivered", "b") for row in rows)
+            rows = Job.objects.filter(id__in=ids).values_list("status", flat=True)
+            return set(rows) == {"delivered"}
 
-        wait_for(b_delivered_them, 30, "b to take over and deliver a's claimed rows")
+        wait_for(b_delivered_them, 30, "b to take over and deliver a's rows in flight")
         leases = dict(ShardLease.objects.filter(shard__in=a_epoch).values_list("shard", "epoch"))
         assert all(leases[s] > e for s, e in a_epoch.items())
-        fields = ("id", "status", "claim_owner", "claim_epoch", "delivered_at", "updated_at")
+        fields = ("id", "status", "attempts", "delivered_at", "updated_at", "last_attempt_at")
         before = sorted(Job.objects.filter(id__in=ids).values_list(*fields))
     finally:
         a.send_signal(signal.SIGCONT)
     assert a.wait(timeout=30) == 0  # finishes its batch, writes back (fenced), exits
     after = sorted(Job.objects.filter(id__in=ids).values_list(*fields))
     assert after == before
-    assert all(
-        epoch == leases[shard]
-        for _, shard, epoch in Job.objects.filter(id__in=ids).values_list(
-            "id", "shard", "claim_epoch"
-        )
-    )
+    assert {attempts for _, _, attempts, *_ in after} == {1}  # b's one write, a's refused
     assert "fenced out" in (tmp_path / "a.stderr").read_text()
     wait_for(lambda: Job.objects.filter(status="delivered").count() == 10, 30, "all delivered")
-    assert not Job.objects.filter(claim_owner="a").exists()
+    assert not InFlightBatch.objects.filter(owner="a").exists()  # b forgot them
     stop_all([b])
 
 
@@ -237,11 +231,12 @@ def test_sigterm_finishes_in_flight_batch_releases_leases_exits_0(procs, tmp_pat
     schedule(5, start_in=-1, over=0.1, handler="slow_record")
     poller = procs("t", "--batch-size", "5", "--concurrency", "5", handler_sleep=2.0)
     claimed = wait_for(
-        lambda: list(Job.objects.filter(status="claimed").values_list("id", flat=True)),
+        lambda: [i for text in InFlightBatch.objects.values_list("job_ids", flat=True)
+                 for i in ids_parse(text)],
         30,
-        "a claim",
+        "a read",
         step=0.02,
-    )
+    )  # fmt: skip
     poller.send_signal(signal.SIGTERM)
     asked = time.monotonic()
     assert poller.wait(timeout=15) == 0

@@ -229,16 +229,17 @@ class Cluster:
         return {owner for (owner,) in sql("SELECT DISTINCT owner FROM polling_shardlease") if owner}
 
     def claimed_by(self, *names: str) -> int:
+        """Jobs the named pollers (default: all) have in flight, by their batches."""
         owners = list(names) or list(self.pollers)
         (count,) = sql(
-            "SELECT count(*) FROM scheduling_job"
-            " WHERE status = 'claimed' AND claim_owner = ANY(%s)",
+            "SELECT COALESCE(sum(job_count), 0) FROM scheduling_inflightbatch"
+            " WHERE owner = ANY(%s)",
             [owners],
         )[0]
         return int(count)
 
     def open_work(self) -> int:
-        query = "SELECT count(*) FROM scheduling_job WHERE status IN ('pending', 'claimed')"
+        query = "SELECT count(*) FROM scheduling_job WHERE status = 'pending'"
         (count,) = sql(query)[0]
         return int(count)
 

@@ -121,15 +121,17 @@ def _no_loss(report: Report, jobs: dict, receipts: list[Receipt]) -> None:
         report.fail(f"I1: {report.lost} jobs lost (not delivered nor dead, or never received)")
     (behind,) = sql(
         "SELECT count(*) FROM scheduling_job j JOIN polling_shardcheckpoint c ON c.shard = j.shard"
-        " WHERE j.status IN ('pending', 'claimed') AND j.bucket <= c.last_drained"
+        " WHERE j.status = 'pending' AND j.bucket <= c.last_drained"
     )[0]
-    (expired,) = sql(
-        "SELECT count(*) FROM scheduling_job j JOIN polling_shardlease l ON l.shard = j.shard"
-        " WHERE j.status = 'claimed' AND (l.owner IS DISTINCT FROM j.claim_owner"
-        " OR l.expires_at <= statement_timestamp())"
+    # Batches still recorded in flight under a lease that is not theirs any more: their
+    # jobs would answer 409 to a cancel until a new owner forgets them.
+    (stale,) = sql(
+        "SELECT count(*) FROM scheduling_inflightbatch f JOIN polling_shardlease l"
+        " ON l.shard = f.shard WHERE l.owner IS DISTINCT FROM f.owner OR l.epoch <> f.epoch"
+        " OR l.expires_at <= statement_timestamp()"
     )[0]
-    if behind or expired:
-        report.fail(f"I1: {behind} rows behind a checkpoint, {expired} claimed on a dead lease")
+    if behind or stale:
+        report.fail(f"I1: {behind} rows behind a checkpoint, {stale} batches on a dead lease")
 
 
 def _duplicates(
@@ -160,20 +162,25 @@ def _duplicates(
 
 
 def _fencing(report: Report) -> None:
-    """I3: no write-back of epoch e applied after a newer epoch of its shard began.
+    """I3: no job written under epoch e after a newer epoch of its shard began.
 
-    ``faults_job_write`` holds in-partition write-backs (UPDATE) and retries that
-    moved their row to another partition (DELETE + INSERT, ``moved``) alike.
+    A job's epoch is that of the poller's latest read of it before the write
+    (``faults_read``); a poller's write of a job it never read is a violation too.
+    ``faults_job_write`` holds in-partition writes (UPDATE) and retries that moved
+    their row to another partition (DELETE + INSERT, ``moved``) alike.
     """
-    (stale, stale_moved) = sql(
-        "SELECT count(*), count(*) FILTER (WHERE w.moved) FROM faults_job_write w"
-        " WHERE EXISTS (SELECT 1 FROM faults_lease l WHERE l.shard = w.shard"
-        " AND l.epoch > w.claim_epoch AND l.acquired_at < w.written_at)"
+    (stale, stale_moved, unread) = sql(
+        "SELECT count(*), count(*) FILTER (WHERE w.moved), count(*) FILTER (WHERE r.epoch IS NULL)"
+        " FROM faults_job_write w LEFT JOIN LATERAL (SELECT r.shard, r.epoch FROM faults_read r"
+        " WHERE r.job_id = w.job_id AND r.owner = w.writer AND r.at <= w.at"
+        " ORDER BY r.at DESC LIMIT 1) r ON true"
+        " WHERE r.epoch IS NULL OR r.shard <> w.shard OR EXISTS (SELECT 1 FROM faults_lease l"
+        " WHERE l.shard = w.shard AND l.epoch > r.epoch AND l.acquired_at < w.written_at)"
     )[0]
     if stale:
         report.fail(
-            f"I3: {stale} write-backs applied under a superseded epoch"
-            f" ({stale_moved} of them retries moved to another partition)"
+            f"I3: {stale} writes applied under a superseded epoch"
+            f" ({stale_moved} of them retries moved to another partition, {unread} never read)"
         )
 
 

@@ -40,11 +40,12 @@ def _operator_moves(cluster: Cluster) -> None:
     _wait(lambda: "p2" not in _owners().values(), "p2 drained")
     shard, owner, epoch = sql(
         "SELECT l.shard, l.owner, l.epoch FROM polling_shardlease l WHERE l.owner = 'p1'"
-        " ORDER BY (SELECT count(*) FROM scheduling_job j WHERE j.shard = l.shard"
-        " AND j.status = 'claimed') DESC LIMIT 1"
+        " ORDER BY (SELECT COALESCE(sum(f.job_count), 0) FROM scheduling_inflightbatch f"
+        " WHERE f.shard = l.shard) DESC LIMIT 1"
     )[0]
     (claimed,) = sql(
-        "SELECT count(*) FROM scheduling_job WHERE shard = %s AND status = 'claimed'", [shard]
+        "SELECT COALESCE(sum(job_count), 0) FROM scheduling_inflightbatch WHERE shard = %s",
+        [shard],
     )[0]
     assert services.lease_release(shard=shard, owner=owner, epoch=epoch)
     window.in_flight = claimed + 25  # its in-flight batch, or the one it was claiming

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+import functools
 from datetime import timedelta
 
 import pytest
@@ -11,7 +13,8 @@ from polling.claims import Result
 from polling.models import ShardCheckpoint, ShardLease
 from polling.services import shard_rows_ensure
 from scheduling import keys
-from scheduling.models import Job, JobStatus
+from scheduling.inflight import job_in_flight
+from scheduling.models import InFlightBatch, Job, JobStatus
 from scheduling.services import job_schedule_many
 from tests.support.factories import job_spec
 from tests.support.pollers import future_base
@@ -32,12 +35,12 @@ def schedule(team, base, n=20, offset=timedelta(seconds=5)):
 
 
 def claimed_by_a(team, base, *, n):
-    """Schedule ``n`` jobs; "a" leases the first one's shard and claims its due rows."""
+    """Schedule ``n`` jobs; "a" leases the first one's shard and reads its due rows."""
     shard = schedule(team, base, n=n)[0].shard
     bucket = keys.bucket_of(base, 60)
     now = base + timedelta(seconds=10)
     epoch = claims.lease_acquire(owner="a", shards=[shard], now=base, until=base + L)[shard]
-    got = claims.claim(owner="a", epoch=epoch, bucket=bucket, shard=shard, now=now, limit=50)
+    got = claims.batch_take(owner="a", epoch=epoch, bucket=bucket, shard=shard, now=now, limit=50)
     return got, shard, bucket, now
 
 
@@ -64,27 +67,37 @@ def test_renew_keeps_only_unexpired_and_release_is_owner_only(base) -> None:
     assert claims.lease_release_fenced(shard=0, owner="b", epoch=2)
 
 
-def test_claim_is_fenced_ordered_and_due_only(team, base) -> None:
-    jobs = schedule(team, base, n=30)
-    shard = jobs[0].shard
+def test_read_is_fenced_ordered_due_only_and_changes_no_row(team, base) -> None:
+    jobs = schedule(team, base, n=300)
+    shard = collections.Counter(j.shard for j in jobs).most_common(1)[0][0]
     in_shard = sorted((j for j in jobs if j.shard == shard), key=lambda j: j.due_at)
+    assert len(in_shard) >= 3
     epoch = claims.lease_acquire(owner="a", shards=[shard], now=base, until=base + L)[shard]
     bucket = keys.bucket_of(base, 60)
-    # Not due yet: nothing.
-    assert not claims.claim(owner="a", epoch=epoch, bucket=bucket, shard=shard, now=base, limit=9)
+    take = functools.partial(claims.batch_take, bucket=bucket, shard=shard)
+    # Not due yet: nothing, and no batch recorded.
+    assert not take(owner="a", epoch=epoch, now=base, limit=9)
+    assert not InFlightBatch.objects.exists()
     now = base + timedelta(seconds=10)
-    # Wrong epoch, wrong owner, expired lease: fenced out.
-    assert not claims.claim(
-        owner="a", epoch=epoch + 1, bucket=bucket, shard=shard, now=now, limit=9
-    )
-    assert not claims.claim(owner="b", epoch=epoch, bucket=bucket, shard=shard, now=now, limit=9)
-    late = base + L
-    assert not claims.claim(owner="a", epoch=epoch, bucket=bucket, shard=shard, now=late, limit=9)
-    got = claims.claim(owner="a", epoch=epoch, bucket=bucket, shard=shard, now=now, limit=1)
+    # Wrong epoch, wrong owner, expired lease: fenced out, nothing recorded.
+    for owner, at_epoch, at in (("a", epoch + 1, now), ("b", epoch, now), ("a", epoch, base + L)):
+        with pytest.raises(claims.LeaseLost):
+            take(owner=owner, epoch=at_epoch, now=at, limit=9)
+    assert not InFlightBatch.objects.exists()
+    got = take(owner="a", epoch=epoch, now=now, limit=1)
     assert [g.id for g in got] == [in_shard[0].id]
     assert got[0].attempt == 1 and got[0].payload == {"n": 1} and got[0].target == "noop"
+    assert got[0].epoch == epoch
     row = Job.objects.get(id=got[0].id)
-    assert (row.status, row.claim_owner, row.claim_epoch) == (JobStatus.CLAIMED, "a", epoch)
+    assert (row.status, row.attempts) == (JobStatus.PENDING, 0)  # the lease is the lock
+    (batch,) = InFlightBatch.objects.all()
+    assert (batch.id, batch.shard, batch.epoch, batch.owner) == (got[0].batch, shard, epoch, "a")
+    assert job_in_flight(row) and not job_in_flight(Job.objects.get(id=in_shard[1].id))
+    # The next read from the cursor passes over what is in flight.
+    more = take(
+        owner="a", epoch=epoch, now=now, limit=2, after=got[0].due_at, skip={row.id: 0}, fetch=3
+    )
+    assert [g.id for g in more] == [j.id for j in in_shard[1:3]]
 
 
 def test_write_back_is_fenced_by_lease_epoch(team, base) -> None:
@@ -92,12 +105,11 @@ def test_write_back_is_fenced_by_lease_epoch(team, base) -> None:
     # b takes the shard over after a's lease expired: a's write-back changes nothing.
     later = base + L + timedelta(seconds=1)
     claims.lease_acquire(owner="b", shards=[shard], now=later, until=later + L)
-    results = [Result(j.id, "delivered", j.due_at, j.bucket, j.shard) for j in got]
+    results = [Result(j.id, "delivered", j.due_at, j.bucket, j.shard, epoch=j.epoch) for j in got]
     assert claims.write_back(owner="a", results=results, now=later) == set()
-    assert set(Job.objects.filter(shard=shard).values_list("status", flat=True)) == {"claimed"}
-    assert claims.claims_return_stale(owner="b", shards=[shard], now=later) == len(got)
-    assert not Job.objects.filter(status="claimed").exists()
-    assert set(Job.objects.filter(shard=shard).values_list("claim_epoch", flat=True)) == {None}
+    assert set(Job.objects.filter(shard=shard).values_list("status", flat=True)) == {"pending"}
+    assert claims.inflight_clear_stale(owner="b", shards=[shard], now=later) == 1
+    assert not InFlightBatch.objects.exists()
 
 
 def test_write_back_outcomes_in_two_statements(team, base, django_assert_max_num_queries) -> None:
@@ -105,6 +117,7 @@ def test_write_back_outcomes_in_two_statements(team, base, django_assert_max_num
     assert got
     new_bucket = bucket + timedelta(minutes=5)
     statuses = ["delivered", "pending", "dead", "expired"]
+    started = now - timedelta(seconds=1)
     results = [
         Result(
             j.id,
@@ -114,19 +127,27 @@ def test_write_back_outcomes_in_two_statements(team, base, django_assert_max_num
             j.shard if i % 4 != 1 else keys.shard_of(j.id, 64),
             "e" if i % 4 else "",
             from_bucket=j.bucket,
+            epoch=j.epoch,
+            started_at=started,
+            duration_ms=i,
+            status_code=200 if i % 4 == 0 else None,
         )
         for i, j in enumerate(got)
     ]
-    # Delivered rows by id list, every other outcome through one VALUES join.
+    # Delivered rows joined to arrays (PostgreSQL), every other outcome in one VALUES join.
     with django_assert_max_num_queries(2):
         written = claims.write_back(owner="a", results=results, now=now)
     assert written == {j.id for j in got}
-    for r in results:
+    for i, r in enumerate(results):
         row = Job.objects.get(id=r.job_id)
         assert row.status == r.status
         assert (row.bucket, row.shard) == (r.bucket, r.shard)
         assert (row.delivered_at == now) == (r.status == "delivered")
-        assert (row.claim_owner is None) == (r.status == "pending")
+        assert row.attempts == 1  # the one write counts the attempt
+        assert (row.last_attempt_at, row.last_attempt_ms) == (started, i)
+        assert row.last_status_code == r.status_code
+    # Written once: a second write-back of the same results finds nothing pending there.
+    assert claims.write_back(owner="a", results=results[::4], now=now) == set()
 
 
 def test_checkpoint_advances_only_past_drained_buckets_and_fenced(team, base) -> None:
@@ -172,19 +193,20 @@ def test_frontier_finds_first_non_empty_bucket(team, base) -> None:
 
 
 def test_write_back_with_the_batch_epoch_checks_that_lease(team, base) -> None:
-    """With ``epoch``, delivered rows are fenced on that one lease (probed once)."""
+    """Delivered rows of one lease are fenced on that lease at the read's epoch."""
     got, shard, _bucket, now = claimed_by_a(team, base, n=10)
     assert got
     epoch = ShardLease.objects.get(shard=shard).epoch
-    results = [Result(j.id, "delivered", j.due_at, j.bucket, j.shard) for j in got]
-    # An epoch that is not the rows' claim epoch writes nothing ...
-    assert claims.write_back(owner="a", results=results, now=now, epoch=epoch + 1) == set()
+
+    def results(at_epoch):
+        return [Result(j.id, "delivered", j.due_at, j.bucket, j.shard, epoch=at_epoch) for j in got]
+
+    # An epoch that is not the read's writes nothing ...
+    assert claims.write_back(owner="a", results=results(epoch + 1), now=now) == set()
     # ... another owner neither ...
-    assert claims.write_back(owner="b", results=results, now=now, epoch=epoch) == set()
+    assert claims.write_back(owner="b", results=results(epoch), now=now) == set()
     # ... and the lease's own epoch writes them all.
-    assert claims.write_back(owner="a", results=results, now=now, epoch=epoch) == {
-        j.id for j in got
-    }
+    assert claims.write_back(owner="a", results=results(epoch), now=now) == {j.id for j in got}
     assert set(Job.objects.filter(id__in=[j.id for j in got]).values_list("status", flat=True)) == {
         JobStatus.DELIVERED
     }

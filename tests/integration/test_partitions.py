@@ -9,9 +9,8 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 
-from polling import claims, sqlutil
 from polling.poller import Poller
 from polling.upkeep import PARTITIONS_PER_ITERATION
 from scheduling import keys
@@ -32,7 +31,7 @@ from scheduling.storage.partitions import (
     partitions_missing,
 )
 from scheduling.storage.retention import retention_prune
-from tests.support.factories import job_spec
+from tests.support.factories import in_flight_mark, job_spec
 
 pytestmark = pytest.mark.django_db
 postgres_only = pytest.mark.skipif(
@@ -62,8 +61,6 @@ def _old_job(team, bucket, status, *, updated_at=None, idempotency_key=None) -> 
         created_at=bucket,
         updated_at=bucket,
         attempts=1,
-        claim_owner="gone" if status == JobStatus.CLAIMED else None,
-        claim_epoch=1 if status == JobStatus.CLAIMED else None,
     )
     jobs_insert([job])
     # auto_now would have stamped "now" on SQLite's bulk_create: set it afterwards.
@@ -104,7 +101,8 @@ def test_prune_drops_old_partitions_after_moving_stragglers(team) -> None:
     TaskRun.objects.create(job_id=delivered.id, task_path="x.y")
     canceled = _old_job(team, bucket, JobStatus.CANCELED)
     pending = _old_job(team, bucket, JobStatus.PENDING)
-    claimed = _old_job(team, bucket, JobStatus.CLAIMED)
+    in_flight = _old_job(team, bucket, JobStatus.PENDING)  # read by a poller that died
+    in_flight_mark(in_flight)
     dead_recent = _old_job(team, bucket, JobStatus.DEAD, updated_at=now - timedelta(days=5))
     dead_old = _old_job(team, bucket, JobStatus.DEAD, updated_at=now - timedelta(days=200))
     before = Job.objects.count()
@@ -119,14 +117,12 @@ def test_prune_drops_old_partitions_after_moving_stragglers(team) -> None:
     target = open_bucket(now)
     for job, status in (
         (pending, JobStatus.PENDING),
-        (claimed, JobStatus.PENDING),
+        (in_flight, JobStatus.PENDING),
         (dead_recent, JobStatus.DEAD),
     ):
         row = Job.objects.get(id=job.id)
         assert (row.status, row.bucket) == (status, target)
         assert row.shard == keys.shard_of(row.id, 64)
-        if status == JobStatus.PENDING:
-            assert row.claim_owner is None
         assert DeliveryAttempt.objects.filter(job_id=job.id).count() == 1  # kept
     assert not DeliveryAttempt.objects.filter(job_id__in=[delivered.id, canceled.id]).exists()
     assert not TaskRun.objects.filter(job_id=delivered.id).exists()
@@ -156,31 +152,11 @@ def test_plain_table_retention_deletes_old_terminal_rows_only(team) -> None:
     assert "SQLite keeps the jobs table as a plain table" in out.getvalue()
 
 
-@pytest.mark.django_db(transaction=True)
-def test_claim_retries_a_serialization_failure_outside_a_transaction(monkeypatch) -> None:
-    """A row moved to another partition under a concurrent FOR UPDATE raises 40001."""
-
-    class Moved(Exception):
-        sqlstate = sqlutil.SERIALIZATION_FAILURE
-
-    calls = []
-    real = sqlutil.fetch_all
-
-    def flaky(sql, params):
-        calls.append(sql)
-        if len(calls) == 1:
-            raise DatabaseError("tuple to be locked was already moved") from Moved()
-        return real(sql, params)
-
-    monkeypatch.setattr(sqlutil, "fetch_all", flaky)
-    now = db_now()
-    got = claims.claim(owner="x", epoch=1, bucket=open_bucket(now), shard=0, now=now, limit=10)
-    assert got == [] and len(calls) == 2
-
-
 @pytest.mark.parametrize("jobs", [20, 1500])
 def test_a_batch_costs_the_same_statements_whatever_its_size(team, jobs) -> None:
-    """Claim, write-back and the attempts INSERT: one statement each per batch."""
+    """The read (window lock, SELECT, batch row) and the write-back (one UPDATE, the
+    batch row deleted): the same statements whatever the batch's size, and no
+    attempt row for a delivery."""
     from django.test.utils import CaptureQueriesContext
 
     from tests.support.pollers import future_base, poller_build
@@ -199,8 +175,13 @@ def test_a_batch_costs_the_same_statements_whatever_its_size(team, jobs) -> None
         poller._settle()
     assert claimed == in_shard
     work = [q["sql"] for q in queries if "SAVEPOINT" not in q["sql"]]
-    assert len(work) == 3, work  # claim, write-back, attempts INSERT
-    assert work[0].lstrip().startswith("UPDATE scheduling_job SET status = 'claimed'")
+    if connection.vendor == "postgresql":
+        expected = ["SELECT pg_advisory_xact_lock", "SELECT", "INSERT", "UPDATE", "DELETE"]
+    else:  # SQLite: serialised writers need no window lock; the write is a VALUES join
+        expected = ["SELECT", "INSERT", "WITH", "DELETE"]
+    assert len(work) == len(expected), work
+    assert all(sql.lstrip().startswith(word) for sql, word in zip(work, expected, strict=True))
+    assert "scheduling_inflightbatch" in work[-1] and not DeliveryAttempt.objects.exists()
     assert Job.objects.filter(shard=shard, status="delivered").count() == in_shard
 
 

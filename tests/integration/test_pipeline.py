@@ -11,6 +11,7 @@ from polling.dispatch.base import Outcome
 from polling.dispatch.hostguard import HostGuard
 from polling.dispatch.router import Router
 from polling.dispatch.webhook import WebhookSink
+from scheduling.inflight import job_in_flight
 from scheduling.models import DeliveryAttempt, Job
 from scheduling.services import job_schedule
 from tests.integration.test_webhook_sink import SECRET, claimed
@@ -47,8 +48,9 @@ def test_fast_results_are_written_while_a_slow_host_is_still_in_flight(team) -> 
         while time.monotonic() < deadline and set(statuses(fast)) != {"delivered"}:
             poller._pump(wait=0.05)
         assert set(statuses(fast)) == {"delivered"}
-        assert set(statuses(slow)) == {"claimed"}  # still in flight, not holding anyone up
+        assert set(statuses(slow)) == {"pending"}  # still in flight, not holding anyone up
         assert poller.pipeline.in_flight == len(slow)
+        assert all(job_in_flight(Job.objects.get(id=job.id)) for job in slow)
         later = webhook_job(team, fast_rx.url("/ok"), base + timedelta(seconds=2))
         poller.iterate(now=base + timedelta(seconds=3), settle=False)  # claims go on meanwhile
         deadline = time.monotonic() + 10
@@ -167,9 +169,12 @@ def test_results_of_a_lease_lost_mid_flight_are_fenced_out(team) -> None:
     sink.release()
     poller._settle()
     job.refresh_from_db()
-    assert job.status == "claimed"  # the late delivery was not written: p2 returns it
+    assert job.status == "pending"  # the late delivery was not written: p2 delivers it
+    assert job.attempts == 0 and job.last_attempt_at is None
     assert job.shard not in poller.leases
     assert DeliveryAttempt.objects.filter(job=job).count() == 0
+    assert claims.inflight_clear_stale(owner="p2", shards=[job.shard], now=now) == 1
+    assert not job_in_flight(job)
 
 
 def test_a_write_back_failing_between_passes_drops_the_leases_not_the_poller(

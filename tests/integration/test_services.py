@@ -28,7 +28,7 @@ from scheduling.services import (
     job_schedule,
     job_schedule_many,
 )
-from tests.support.factories import job_spec
+from tests.support.factories import in_flight_mark, job_spec
 
 pytestmark = pytest.mark.django_db
 
@@ -231,9 +231,10 @@ def test_cancel(team, other_team) -> None:
     other, _ = schedule(team)
     with pytest.raises(JobNotFound):
         job_cancel(team=other_team, job_id=other.id)
-    Job.objects.filter(id=other.id).update(status=JobStatus.CLAIMED)
-    with pytest.raises(JobNotPending, match="claimed"):
+    in_flight_mark(other)
+    with pytest.raises(JobNotPending, match="being delivered"):
         job_cancel(team=team, job_id=other.id)
+    assert Job.objects.get(id=other.id).status == JobStatus.PENDING
 
 
 def test_reschedule_moves_bucket_and_shard(team) -> None:

@@ -6,7 +6,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scheduling.clock import db_now
-from scheduling.models import Team
+from scheduling.inflight import ids_text
+from scheduling.models import InFlightBatch, Job, Team
 from scheduling.services import JobSpec
 
 
@@ -28,4 +29,16 @@ def job_spec(
         target=handler,
         payload=payload if payload is not None else {"n": 1},
         **extra,
+    )
+
+
+def in_flight_mark(*jobs: Job, owner: str = "gone", epoch: int = 1) -> InFlightBatch:
+    """Record ``jobs`` (one shard) as a poller's batch in flight, as a read would."""
+    return InFlightBatch.objects.create(
+        shard=jobs[0].shard,
+        epoch=epoch,
+        owner=owner,
+        job_ids=ids_text(job.id for job in jobs),
+        job_count=len(jobs),
+        created_at=db_now(),
     )

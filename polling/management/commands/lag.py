@@ -1,4 +1,4 @@
-"""``manage.py lag``: per-shard owner, epoch, checkpoint, lag and due backlog."""
+"""``manage.py lag``: per-shard owner, epoch, checkpoint, lag, due backlog and in flight."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from scheduling.clock import db_now
 
 
 class Command(BaseCommand):
-    help = "Show each shard's owner, epoch, checkpoint, lag and due backlog."
+    help = "Show each shard's owner, epoch, checkpoint, lag, due backlog and jobs in flight."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -36,7 +36,7 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(payload, indent=2))
             return
         header = f"{'shard':>5}  {'owner':<24} {'epoch':>6}  {'checkpoint':<25} "
-        header += f"{'lag_s':>8} {'backlog':>8} {'oldest_s':>9}"
+        header += f"{'lag_s':>8} {'backlog':>8} {'oldest_s':>9} {'in_flight':>9}"
         self.stdout.write(header)
         for r in rows:
             checkpoint = r.checkpoint.isoformat() if r.checkpoint else "-"
@@ -44,8 +44,11 @@ class Command(BaseCommand):
             owner = (r.owner or "-") + (f" (pin {r.pinned_to})" if r.pinned_to else "")
             self.stdout.write(
                 f"{r.shard:>5}  {owner:<24} {r.epoch:>6}  {checkpoint:<25} "
-                f"{r.lag_seconds:>8.1f} {r.due_backlog:>8} {oldest:>9}"
+                f"{r.lag_seconds:>8.1f} {r.due_backlog:>8} {oldest:>9} {r.in_flight:>9}"
             )
         total = sum(r.due_backlog for r in rows)
         worst = max((r.lag_seconds for r in rows), default=0.0)
-        self.stdout.write(f"{len(rows)} shards, due backlog {total}, max lag {worst:.1f}s")
+        in_flight = sum(r.in_flight for r in rows)
+        self.stdout.write(
+            f"{len(rows)} shards, due backlog {total}, in flight {in_flight}, max lag {worst:.1f}s"
+        )

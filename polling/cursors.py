@@ -1,0 +1,94 @@
+"""Where a poller's next read of a ``(shard, bucket)`` starts, so it never reads a job
+it already has in flight.
+
+Jobs in flight are still pending rows (the lease is the lock: nothing marks them
+until their one write), so a read from the start of the bucket would return
+them again. Per ``(shard, bucket)`` with jobs in flight, the poller keeps the
+greatest due time it handed out (``top``) and reads from there on, passing over
+the few in-flight rows due exactly at ``top``. A row that commits later with an
+earlier due time (a late write into the open bucket, a sweep) lies behind the
+cursor: a rescan from the start, at most every ``rescan_seconds``, finds it, and
+so does the first read after the ``(shard, bucket)`` has nothing in flight.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from uuid import UUID
+
+from polling.dispatch.base import ClaimedJob
+
+RESCAN_SECONDS = 1.0
+
+
+@dataclass(slots=True)
+class _Cursor:
+    due: dict[UUID, datetime] = field(default_factory=dict)  # in flight: id -> due_at
+    top: datetime | None = None  # the greatest due_at handed out
+    at_top: int = 0  # jobs in flight due exactly at ``top``
+    rescan_at: float = 0.0  # monotonic time of the next rescan from the start
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """How to read a ``(shard, bucket)``: from ``after`` (None: the start), passing
+    over ``skip``, fetching ``fetch`` rows to keep ``limit``."""
+
+    after: datetime | None
+    skip: dict[UUID, datetime] | tuple[()]
+    fetch: int
+
+
+class ReadCursors:
+    """One poller's cursors; every method runs on the poller's thread."""
+
+    def __init__(self, rescan_seconds: float = RESCAN_SECONDS) -> None:
+        self.rescan_seconds = rescan_seconds
+        self._cursors: dict[tuple[int, datetime], _Cursor] = {}
+
+    def plan(self, shard: int, bucket: datetime, limit: int) -> Read:
+        cursor = self._cursors.get((shard, bucket))
+        if cursor is None or not cursor.due:
+            return Read(after=None, skip=(), fetch=limit)
+        now = time.monotonic()
+        if now >= cursor.rescan_at:
+            cursor.rescan_at = now + self.rescan_seconds
+            return Read(after=None, skip=cursor.due, fetch=limit + len(cursor.due))
+        return Read(after=cursor.top, skip=cursor.due, fetch=limit + cursor.at_top)
+
+    def handed(self, jobs: Iterable[ClaimedJob]) -> None:
+        """``jobs`` (one read, due order) entered the window."""
+        cursor: _Cursor | None = None
+        for job in jobs:
+            if cursor is None:
+                cursor = self._cursors.get((job.shard, job.bucket))
+                if cursor is None:
+                    cursor = self._cursors[(job.shard, job.bucket)] = _Cursor(
+                        rescan_at=time.monotonic() + self.rescan_seconds
+                    )
+            cursor.due[job.id] = job.due_at
+            if cursor.top is None or job.due_at > cursor.top:
+                cursor.top, cursor.at_top = job.due_at, 1
+            elif job.due_at == cursor.top:
+                cursor.at_top += 1
+
+    def resolved(self, jobs: Iterable[ClaimedJob]) -> None:
+        """``jobs`` left the window (written back, or given up)."""
+        for job in jobs:
+            key = (job.shard, job.bucket)
+            cursor = self._cursors.get(key)
+            if cursor is None or cursor.due.pop(job.id, None) is None:
+                continue
+            if job.due_at == cursor.top:
+                cursor.at_top -= 1
+            if not cursor.due:
+                del self._cursors[key]  # the next read starts afresh: nothing to pass over
+
+    def clear(self) -> None:
+        self._cursors.clear()
+
+    def __len__(self) -> int:
+        return len(self._cursors)
