@@ -42,6 +42,12 @@ def writeback_seconds() -> float:
     return float(settings.SENDLATER_WRITEBACK_MILLISECONDS) / 1000
 
 
+def rescan_seconds() -> float:
+    """How often a poller re-reads a (shard, bucket) with jobs in flight from its start,
+    for rows written behind its read cursor (late writes); ``polling.cursors``."""
+    return float(settings.SENDLATER_RESCAN_MILLISECONDS) / 1000
+
+
 def sweep_seconds() -> float:
     return float(settings.SENDLATER_SWEEP_SECONDS)
 

@@ -7,8 +7,11 @@ them again. Per ``(shard, bucket)`` with jobs in flight, the poller keeps the
 greatest due time it handed out (``top``) and reads from there on, passing over
 the few in-flight rows due exactly at ``top``. A row that commits later with an
 earlier due time (a late write into the open bucket, a sweep) lies behind the
-cursor: a rescan from the start, at most every ``rescan_seconds``, finds it, and
-so does the first read after the ``(shard, bucket)`` has nothing in flight.
+cursor: a rescan from the start finds it, and so does the first read after the
+``(shard, bucket)`` has nothing in flight. A rescan reads the jobs in flight again
+(and passes over them), so its interval adapts: ``rescan_seconds`` after one that
+found late rows, doubling after each that found none, up to ``RESCAN_BACKOFF`` times
+that (a burst with no late writes rescans rarely; a stream of them, every interval).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from uuid import UUID
 from polling.dispatch.base import ClaimedJob
 
 RESCAN_SECONDS = 1.0
+RESCAN_BACKOFF = 4  # the longest interval, in rescan_seconds
 
 
 @dataclass(slots=True)
@@ -30,6 +34,7 @@ class _Cursor:
     top: datetime | None = None  # the greatest due_at handed out
     at_top: int = 0  # jobs in flight due exactly at ``top``
     rescan_at: float = 0.0  # monotonic time of the next rescan from the start
+    rescan_every: float = RESCAN_SECONDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +45,7 @@ class Read:
     after: datetime | None
     skip: dict[UUID, datetime] | tuple[()]
     fetch: int
+    rescan_below: datetime | None = None  # a rescan: rows due before this are late ones
 
 
 class ReadCursors:
@@ -53,11 +59,23 @@ class ReadCursors:
         cursor = self._cursors.get((shard, bucket))
         if cursor is None or not cursor.due:
             return Read(after=None, skip=(), fetch=limit)
-        now = time.monotonic()
-        if now >= cursor.rescan_at:
-            cursor.rescan_at = now + self.rescan_seconds
-            return Read(after=None, skip=cursor.due, fetch=limit + len(cursor.due))
+        if time.monotonic() >= cursor.rescan_at:
+            return Read(
+                after=None, skip=cursor.due, fetch=limit + len(cursor.due), rescan_below=cursor.top
+            )
         return Read(after=cursor.top, skip=cursor.due, fetch=limit + cursor.at_top)
+
+    def rescanned(
+        self, shard: int, bucket: datetime, read: Read, jobs: Iterable[ClaimedJob]
+    ) -> None:
+        """After a rescan: the next one comes sooner if it found late rows, later if not."""
+        cursor = self._cursors.get((shard, bucket))
+        if cursor is None or read.rescan_below is None:
+            return
+        late = any(job.due_at < read.rescan_below for job in jobs)
+        limit = self.rescan_seconds * RESCAN_BACKOFF
+        cursor.rescan_every = self.rescan_seconds if late else min(limit, 2 * cursor.rescan_every)
+        cursor.rescan_at = time.monotonic() + cursor.rescan_every
 
     def handed(self, jobs: Iterable[ClaimedJob]) -> None:
         """``jobs`` (one read, due order) entered the window."""
@@ -67,7 +85,8 @@ class ReadCursors:
                 cursor = self._cursors.get((job.shard, job.bucket))
                 if cursor is None:
                     cursor = self._cursors[(job.shard, job.bucket)] = _Cursor(
-                        rescan_at=time.monotonic() + self.rescan_seconds
+                        rescan_at=time.monotonic() + self.rescan_seconds,
+                        rescan_every=self.rescan_seconds,
                     )
             cursor.due[job.id] = job.due_at
             if cursor.top is None or job.due_at > cursor.top:

@@ -56,6 +56,7 @@ class Pipeline:
         group_size: int,
         group_seconds: float,
         stall_seconds: float,
+        rescan_seconds: float = 1.0,
     ) -> None:
         self.owner = owner
         self.sink = sink
@@ -71,7 +72,7 @@ class Pipeline:
         self._expired: list[ClaimedJob] = []
         self._ready_since: float | None = None  # when the oldest unwritten result arrived
         self.by_shard: Counter[int] = Counter()  # jobs in the window per shard
-        self.cursors = ReadCursors()
+        self.cursors = ReadCursors(rescan_seconds)
         self._batch_left: Counter[int] = Counter()  # in-flight batch -> jobs not yet written
 
     # --- state --------------------------------------------------------------------

@@ -88,6 +88,7 @@ class Poller:
             group_size=conf.writeback_group(),
             group_seconds=conf.writeback_seconds(),
             stall_seconds=conf.dispatch_stall_seconds(),
+            rescan_seconds=conf.rescan_seconds(),
         )
         self._releasing: set[int] = set()  # shards to give up once their jobs are written
 
@@ -338,6 +339,8 @@ class Poller:
             logger.warning("poller %s: lease of shard %s lost before a read", self.name, shard)
             self.leases.pop(shard, None)
             return 0
+        if read.rescan_below is not None:
+            self.pipeline.cursors.rescanned(shard, bucket, read, jobs)
         if not jobs:
             return 0
         metrics.CLAIM_BATCH.observe(len(jobs))

@@ -311,6 +311,10 @@ SENDLATER_CONCURRENCY = env.int("SENDLATER_CONCURRENCY", default=8)
 SENDLATER_WINDOW = env.int("SENDLATER_WINDOW", default=4000)
 SENDLATER_WRITEBACK_GROUP = env.int("SENDLATER_WRITEBACK_GROUP", default=1000)
 SENDLATER_WRITEBACK_MILLISECONDS = env.float("SENDLATER_WRITEBACK_MILLISECONDS", default=50.0)
+# Jobs in flight are still pending rows: a poller reads a (shard, bucket) from past the
+# ones it has out, and re-reads it from its start this often for rows written behind
+# that point meanwhile (late writes into the open bucket): their extra wait at most.
+SENDLATER_RESCAN_MILLISECONDS = env.float("SENDLATER_RESCAN_MILLISECONDS", default=1000.0)
 # How often each poller sweeps late writes behind its shards' checkpoints.
 SENDLATER_SWEEP_SECONDS = env.float("SENDLATER_SWEEP_SECONDS", default=30)
 # Recurring schedules: each occurrence becomes a job at least this many seconds ahead
@@ -368,6 +372,8 @@ if not 0 < SENDLATER_WEBHOOK_QUEUE_SECONDS <= 3600:
     raise ImproperlyConfigured("SENDLATER_WEBHOOK_QUEUE_SECONDS must lie in (0, 3600].")
 if not 0 < SENDLATER_WRITEBACK_MILLISECONDS <= 10_000:
     raise ImproperlyConfigured("SENDLATER_WRITEBACK_MILLISECONDS must lie in (0, 10000].")
+if not 10 <= SENDLATER_RESCAN_MILLISECONDS <= 60_000:
+    raise ImproperlyConfigured("SENDLATER_RESCAN_MILLISECONDS must lie in [10, 60000].")
 if SENDLATER_WEBHOOK_MAX_CONNECTIONS > 800:
     # The transport waits with select(), whose descriptors stop at 1024 per process.
     raise ImproperlyConfigured("SENDLATER_WEBHOOK_MAX_CONNECTIONS must be at most 800.")
