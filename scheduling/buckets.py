@@ -86,7 +86,9 @@ def _record_in_one_statement(missing: set[datetime]) -> dict[datetime, int]:
 def shard_counts_record(buckets: Iterable[datetime]) -> dict[datetime, int]:
     """Return each bucket's shard count, recording the ones not yet recorded.
 
-    Call inside the transaction that writes jobs into these buckets. Recording is
+    Call inside the transaction that writes jobs into these buckets (or just before a
+    single job's one-statement INSERT: a count is final once recorded, so it may
+    stand even if that write then fails). Recording is
     ``INSERT ... ON CONFLICT DO NOTHING`` followed by a read, so when writers race
     into a new bucket exactly one count is stored and every writer uses it.
     One statement on PostgreSQL (``RECORD_SQL``, plus a read after a race); at

@@ -12,6 +12,7 @@ from django.db.models.lookups import Exact
 
 from scheduling.errors import JobNotFound
 from scheduling.models import DeliveryAttempt, Job, JobStatus, Team
+from scheduling.storage.jobread import job_row_get
 
 # The list's order: due time, then id so that ties have a stable place (cursors).
 JOB_LIST_ORDER = ("due_at", "id")
@@ -37,8 +38,13 @@ def job_filter_metadata(jobs: QuerySet[Job], metadata: dict[str, str]) -> QueryS
 
 def job_get(*, team: Team, job_id: uuid.UUID | str) -> Job:
     """Return the team's job ``job_id``; JobNotFound for another team's or no job."""
-    job = Job.objects.filter(team=team, id=job_id).first()
-    if job is None:
+    if not isinstance(job_id, uuid.UUID):
+        try:
+            job_id = uuid.UUID(job_id)
+        except ValueError:
+            raise JobNotFound(f"job {job_id} does not exist.", field="id") from None
+    job = job_row_get(job_id)  # by the primary key alone, a prepared statement
+    if job is None or job.team_id != team.pk:
         raise JobNotFound(f"job {job_id} does not exist.", field="id")
     return job
 

@@ -111,6 +111,14 @@ elif DATABASE_IS_POSTGRES:
     else:
         _db["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
         _db["CONN_HEALTH_CHECKS"] = True
+# The per-request statements of the single-job API (read by id, the request budget)
+# run as prepared statements on PostgreSQL (scheduling.storage.prepared): planned once
+# per connection. Set false behind a pooler that cannot keep them (PgBouncer < 1.21).
+SENDLATER_DB_PREPARED_STATEMENTS = env.bool("SENDLATER_DB_PREPARED_STATEMENTS", default=True)
+if DATABASE_IS_POSTGRES and SENDLATER_DB_PREPARED_STATEMENTS:
+    # Django's default (None) makes psycopg refuse to prepare even a statement that
+    # asks; a threshold no statement reaches prepares only the ones that ask.
+    _db.setdefault("OPTIONS", {}).setdefault("prepare_threshold", 2**31 - 1)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

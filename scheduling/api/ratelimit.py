@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.cache import caches
-from django.db import connection
+
+from scheduling.storage.prepared import prepared_cursor
 
 _COUNT_SQL = """
 INSERT INTO scheduling_throttlecounter (key, window_end, count) VALUES (%s, %s, 1)
@@ -35,7 +36,7 @@ def count_request(key: str, window_end: int, period: int) -> int:
     return the window's count including it."""
     if settings.SENDLATER_THROTTLE_STORE == "cache":
         return _count_in_cache(key, window_end, period)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:  # planned once per connection
         cursor.execute(_COUNT_SQL, [key, window_end])
         (count,) = cursor.fetchone()
     return int(count)

@@ -26,6 +26,7 @@ from scheduling.api.serializers import (
     JobSerializer,
     bulk_jobs_plain,
     bulk_result_body,
+    job_body,
     job_spec_from,
     target_field,
 )
@@ -85,7 +86,7 @@ class JobListCreateView(TeamView):
             next_cursor = pagination.cursor_encode(page[-1].due_at, page[-1].id)
         return Response(
             {
-                "results": JobSerializer(page, many=True).data,
+                "results": [job_body(job) for job in page],
                 "next_cursor": next_cursor,
                 "next": pagination.next_url(request, next_cursor),
             }
@@ -115,7 +116,7 @@ class JobListCreateView(TeamView):
         if not created:
             headers[REPLAY_HEADER] = "true"
         return Response(
-            JobSerializer(job).data,
+            job_body(job),
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
             headers=headers,
         )
@@ -186,7 +187,7 @@ class JobDetailView(TeamView):
         responses={200: JobSerializer, **schema.errors(*schema.COMMON, 404)},
     )
     def get(self, request: Request, job_id: str) -> Response:
-        return Response(JobSerializer(selectors.job_get(team=self.team, job_id=job_id)).data)
+        return Response(job_body(selectors.job_get(team=self.team, job_id=job_id)))
 
     @extend_schema(
         operation_id="jobs_reschedule",
@@ -202,7 +203,7 @@ class JobDetailView(TeamView):
         serializer = JobRescheduleSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         job = services.job_reschedule(team=self.team, job_id=job_id, **serializer.validated_data)
-        return Response(JobSerializer(job).data)
+        return Response(job_body(job))
 
     @extend_schema(
         operation_id="jobs_cancel",
@@ -212,7 +213,7 @@ class JobDetailView(TeamView):
     )
     def delete(self, request: Request, job_id: str) -> Response:
         job = services.job_cancel(team=self.team, job_id=job_id)
-        return Response(JobSerializer(job).data)
+        return Response(job_body(job))
 
 
 @extend_schema(tags=["jobs"])
@@ -269,4 +270,4 @@ class JobRequeueView(TeamView):
     )
     def post(self, request: Request, job_id: str) -> Response:
         job = deadletters.job_requeue(team=self.team, job_id=job_id)
-        return Response(JobSerializer(job).data)
+        return Response(job_body(job))

@@ -4,6 +4,7 @@ multi-row INSERT elsewhere."""
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import uuid
@@ -15,6 +16,7 @@ from django.db.models.base import ModelState
 
 from scheduling.models import Job, Team
 from scheduling.storage.dbcopy import copy_rows
+from scheduling.storage.prepared import prepared_cursor
 
 INSERT_BATCH_ROWS = 1000
 # Column and the type psycopg packs it as (see copy_rows): text stands in for
@@ -48,6 +50,15 @@ COPY_SQL = (
     " FROM STDIN (FORMAT BINARY)"
 )
 COPY_TYPES = tuple(kind for _, kind in COPY_COLUMNS)
+_JSONB_COLUMNS = ("payload", "metadata")
+# One row: a prepared INSERT is one round trip, a COPY two (start, then finish).
+_PLACEHOLDERS = ", ".join(
+    f"%s::{'jsonb' if name in _JSONB_COLUMNS else kind}" for name, kind in COPY_COLUMNS
+)
+_NAMES = ", ".join(name for name, _ in COPY_COLUMNS)
+# Built from the constant column list above only.
+INSERT_ONE_SQL = f"INSERT INTO scheduling_job ({_NAMES}) VALUES ({_PLACEHOLDERS})"  # noqa: S608
+_JSONB_AT = tuple(i for i, (name, _) in enumerate(COPY_COLUMNS) if name in _JSONB_COLUMNS)
 _JSONB_VERSION = "\x01"
 _EMPTY_JSONB = _JSONB_VERSION + "{}"
 
@@ -160,11 +171,27 @@ def jobs_insert(jobs: Iterable[Job]) -> None:
 
     PostgreSQL: one binary COPY for the whole batch (rows are routed to their
     partitions by the server); ``jobs`` may be a generator, each row is sent as
-    it is produced. SQLite: ``bulk_create`` in 1,000-row INSERTs.
+    it is produced. A single row: one prepared INSERT. SQLite: ``bulk_create`` in
+    1,000-row INSERTs.
     """
     if connection.vendor != "postgresql":
         rows = list(jobs)
         if rows:
             Job.objects.bulk_create(rows, batch_size=INSERT_BATCH_ROWS)
         return
-    copy_rows(COPY_SQL, _rows(jobs), types=COPY_TYPES)
+    rows = _rows(jobs)
+    first, second = next(rows, None), next(rows, None)
+    if first is None:
+        return
+    if second is None:
+        _insert_one(first)
+        return
+    copy_rows(COPY_SQL, itertools.chain((first, second), rows), types=COPY_TYPES)
+
+
+def _insert_one(row: tuple[object, ...]) -> None:
+    params = list(row)
+    for i in _JSONB_AT:  # the JSON text, without binary jsonb's version byte
+        params[i] = str(params[i]).removeprefix(_JSONB_VERSION)
+    with prepared_cursor() as cursor:
+        cursor.execute(INSERT_ONE_SQL, params)

@@ -201,8 +201,9 @@ def test_a_poller_on_a_fresh_database_keeps_its_leases_while_it_creates_the_hori
     settings,
 ) -> None:
     """~400 missing partitions (the default horizon) are created a few per iteration,
-    nearest first: no iteration holds the loop past a third of the lease, the leases
-    keep their epochs throughout, and the whole horizon exists in the end."""
+    nearest first: the leases keep their epochs throughout (no iteration held the
+    loop past the lease), and the whole horizon exists in the end. How long an
+    iteration takes is bench/ material, not a test's: it moves with the machine."""
     from tests.support.pollers import RecordingSink
 
     settings.SENDLATER_LEASE_SECONDS = 3
@@ -222,19 +223,20 @@ def test_a_poller_on_a_fresh_database_keeps_its_leases_while_it_creates_the_hori
         poller.start()
         horizon = settings.SENDLATER_PARTITION_AHEAD_DAYS
         assert len(partitions_missing(now=clock(), days=horizon)) > 400
-        durations, epochs = [], None
+        iterations, epochs = 0, None
         for _ in range(400):
-            t0 = time.monotonic()
+            created = len(partitions_missing(now=clock(), days=horizon))
             assert poller.step() is False
-            durations.append(time.monotonic() - t0)
+            iterations += 1
+            created -= len(partitions_missing(now=clock(), days=horizon))
+            assert created <= PARTITIONS_PER_ITERATION
             epochs = epochs or dict(poller.leases)
             assert poller.leases == epochs and len(epochs) == settings.SENDLATER_DEFAULT_SHARDS
             if not partitions_missing(now=clock(), days=horizon):
                 break
             time.sleep(poller.poll_interval)
         assert not partitions_missing(now=clock(), days=horizon)
-        assert max(durations) < settings.SENDLATER_LEASE_SECONDS / 3, max(durations)
-        assert len(durations) > 400 // PARTITIONS_PER_ITERATION
+        assert iterations > 400 // PARTITIONS_PER_ITERATION
     finally:
         _drop_partitions_not_in(kept)
 

@@ -28,6 +28,7 @@ from scheduling.services import (
     job_schedule,
     job_schedule_many,
 )
+from scheduling.specs import JobSpec
 from tests.support.factories import in_flight_mark, job_spec
 
 pytestmark = pytest.mark.django_db
@@ -279,3 +280,31 @@ def test_callback_urls_are_checked_at_scheduling_time(team, settings) -> None:
     assert created and job.target == "http://127.0.0.1:9/hook"
     public, _ = schedule(team, target_kind="webhook", target="https://hooks.example.com/x")
     assert public.target_kind == "webhook"
+
+
+def test_one_job_is_stored_as_a_batch_stores_it(team) -> None:
+    """A single job (one INSERT on PostgreSQL) and the same job in a batch (COPY) make
+    rows that read back alike: JSON, unicode, NULLs, the window and expiry."""
+    spec = {
+        "due_at": db_now() + timedelta(minutes=5),
+        "target_kind": "handler",
+        "target": "noop",
+        "payload": {"s": "é\u2028\"'\\", "n": [1, 2.5, None, True], "deep": {"a": {}}},
+        "metadata": {"booking": "42", "ключ": "значение"},
+        "window_seconds": 30,
+        "expires_after_seconds": 600,
+    }
+    one, created = job_schedule(team=team, **spec)
+    assert created
+    (many, _), (other, _) = job_schedule_many(team=team, specs=[JobSpec(**spec)] * 2)
+    fields = [f.attname for f in Job._meta.concrete_fields if f.attname not in {"id", "shard"}]
+    fields.remove("due_at")  # spread inside the window by the id
+    fields.remove("bucket")
+    stored = Job.objects.get(id=one.id)
+    batched = Job.objects.get(id=many.id)
+    differs = {"created_at", "updated_at"}
+    for name in fields:
+        if name not in differs:
+            assert getattr(stored, name) == getattr(batched, name), name
+    assert stored.due_at == one.due_at and stored.bucket == one.bucket
+    assert stored.shard == one.shard and other.id != many.id
