@@ -120,7 +120,8 @@ class Cluster:
     def start_poller(self, name: str, *, failpoints: str = "", skew_seconds: float = 0) -> None:
         env = child_env(**CHILD_ENV)
         # Named connections, so a scenario can terminate exactly the pollers' backends.
-        env["DATABASE_URL"] += f"?application_name=faults-{name}"
+        sep = "&" if "?" in env["DATABASE_URL"] else "?"
+        env["DATABASE_URL"] += f"{sep}application_name=faults-{name}"
         if failpoints:
             env["SENDLATER_FAILPOINTS"] = failpoints
         command = [sys.executable]
