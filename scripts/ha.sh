@@ -23,9 +23,14 @@ MONITOR_PORT=$HA_PORT
 NODE_PORTS=("$((HA_PORT + 1))" "$((HA_PORT + 2))")
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)
 
+# pg_autoctl keeps its configuration, state and pid files under the XDG directories
+# (by default in the user's home and /tmp): all of them under HA_DIR, so that
+# `down` removes every trace and a later `up` starts clean.
 as_pg() {
-  if [ "$(id -un)" = "$HA_USER" ]; then env PATH="$PGBIN:$PATH" "$@"; else
-    runuser -u "$HA_USER" -- env PATH="$PGBIN:$PATH" PG_CONFIG="$PGBIN/pg_config" "$@"; fi
+  local xdg=(XDG_CONFIG_HOME="$HA_DIR/xdg/config" XDG_DATA_HOME="$HA_DIR/xdg/data"
+    XDG_RUNTIME_DIR="$HA_DIR/xdg/run" PATH="$PGBIN:$PATH" PG_CONFIG="$PGBIN/pg_config")
+  if [ "$(id -un)" = "$HA_USER" ]; then env "${xdg[@]}" "$@"; else
+    runuser -u "$HA_USER" -- env "${xdg[@]}" "$@"; fi
 }
 
 install_packages() {
@@ -65,6 +70,10 @@ node_state() { # $1 port: its current state according to the monitor
     -c "SELECT reportedstate FROM pgautofailover.node WHERE nodeport = $1"
 }
 
+primary_ready() { # $1 port: the node accepts writes
+  [[ $(node_state "$1") =~ ^(single|wait_primary|primary)$ ]]
+}
+
 formation_ready() { # one primary and one secondary
   local a b
   a=$(node_state "${NODE_PORTS[0]}"); b=$(node_state "${NODE_PORTS[1]}")
@@ -73,11 +82,12 @@ formation_ready() { # one primary and one secondary
 
 up() {
   install_packages
-  mkdir -p "$HA_DIR"
-  chown "$HA_USER" "$HA_DIR"
+  mkdir -p "$HA_DIR/xdg/config" "$HA_DIR/xdg/data" "$HA_DIR/xdg/run"
+  chown -R "$HA_USER" "$HA_DIR"
+  chmod 700 "$HA_DIR/xdg/run"
   if [ ! -f "$HA_DIR/monitor/PG_VERSION" ]; then
     as_pg pg_autoctl create monitor --pgdata "$HA_DIR/monitor" --pgport "$MONITOR_PORT" \
-      --hostname 127.0.0.1 --auth trust --no-ssl
+      --hostname 127.0.0.1 --auth trust --no-ssl >>"$HA_DIR/create.log" 2>&1
   fi
   start "$HA_DIR/monitor"
   wait_for 60 as_pg pg_isready -q -h 127.0.0.1 -p "$MONITOR_PORT"
@@ -89,6 +99,9 @@ ALTER SYSTEM SET pgautofailover.health_check_timeout = 1000;
 ALTER SYSTEM SET pgautofailover.health_check_max_retries = 1;
 ALTER SYSTEM SET pgautofailover.health_check_retry_delay = 500;
 ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = 3000;
+-- The secondary waits this long for a lost primary to confirm its demotion
+-- before taking over (30 s by default): a killed node never confirms.
+ALTER SYSTEM SET pgautofailover.primary_demote_timeout = 3000;
 SELECT pg_reload_conf();
 SQL
   fi
@@ -98,7 +111,7 @@ SQL
     if [ ! -f "$node/PG_VERSION" ]; then
       as_pg pg_autoctl create postgres --pgdata "$node" --pgport "$port" --hostname 127.0.0.1 \
         --name "node$((i + 1))" --dbname "$HA_DB" --monitor "$(monitor_uri)" \
-        --auth trust --no-ssl --pg-hba-lan
+        --auth trust --no-ssl --pg-hba-lan >>"$HA_DIR/create.log" 2>&1
       # The service and the tests connect as postgres over TCP (the tests also
       # create and drop their own database).
       echo "host all all 127.0.0.1/32 trust" >>"$node/pg_hba.conf"
@@ -107,7 +120,7 @@ SQL
     wait_for 120 as_pg pg_isready -q -h 127.0.0.1 -p "$port"
     # Only once this node is up may the next one clone it.
     if [ "$i" = 0 ]; then
-      wait_for 120 bash -c "[[ \$($(declare -f as_pg node_state); HA_USER=$HA_USER PGBIN=$PGBIN MONITOR_PORT=$MONITOR_PORT node_state $port) =~ ^(single|wait_primary|primary)$ ]]"
+      wait_for 120 primary_ready "$port"
     fi
   done
   wait_for 180 formation_ready
@@ -128,8 +141,6 @@ down() {
     if [ -f "$dir/postmaster.pid" ]; then kill -9 "$(head -n1 "$dir/postmaster.pid")" 2>/dev/null || true; fi
   done
   rm -rf "$HA_DIR"
-  # pg_autoctl keeps its pid and state files under XDG_RUNTIME_DIR, else /tmp/pg_autoctl.
-  rm -rf "/tmp/pg_autoctl$HA_DIR"
   echo "ha: removed $HA_DIR"
 }
 
