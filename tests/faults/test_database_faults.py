@@ -12,9 +12,12 @@ from django.db import connection
 from tests.faults.cluster import BATCH_SIZE, Cluster, sql
 from tests.faults.scenario import run, wait_in_flight
 
+# Not this session's own backend: behind pgbouncer (make test-pgbouncer) a server
+# connection keeps the application_name of the last client that used it.
 TERMINATE_SQL = """
 SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 WHERE datname = current_database() AND application_name LIKE 'faults-p%%'
+  AND pid <> pg_backend_pid()
 """
 
 
