@@ -43,7 +43,7 @@ BEGIN
   VALUES (OLD.id, OLD.shard, OLD.claim_owner, OLD.claim_epoch, NEW.status, NEW.updated_at);
   RETURN NULL;
 END $$ LANGUAGE plpgsql;
-CREATE TRIGGER faults_job_write_trg AFTER UPDATE ON scheduling_job FOR EACH ROW
+CREATE OR REPLACE TRIGGER faults_job_write_trg AFTER UPDATE ON scheduling_job FOR EACH ROW
   WHEN (OLD.status = 'claimed' AND NEW.status <> 'claimed' AND NEW.claimed_at IS NOT NULL)
   EXECUTE FUNCTION faults_job_write_fn();
 
@@ -55,7 +55,7 @@ BEGIN
   VALUES (OLD.id, OLD.shard, OLD.claim_owner, OLD.claim_epoch, pg_current_xact_id());
   RETURN NULL;
 END $$ LANGUAGE plpgsql;
-CREATE TRIGGER faults_job_moved_out_trg AFTER DELETE ON scheduling_job FOR EACH ROW
+CREATE OR REPLACE TRIGGER faults_job_moved_out_trg AFTER DELETE ON scheduling_job FOR EACH ROW
   WHEN (OLD.status = 'claimed') EXECUTE FUNCTION faults_job_moved_out_fn();
 
 CREATE OR REPLACE FUNCTION faults_job_moved_in_fn() RETURNS trigger AS $$
@@ -67,7 +67,7 @@ BEGIN
   DELETE FROM faults_job_moved_out o WHERE o.job_id = NEW.id AND o.xact = pg_current_xact_id();
   RETURN NULL;
 END $$ LANGUAGE plpgsql;
-CREATE TRIGGER faults_job_moved_in_trg AFTER INSERT ON scheduling_job FOR EACH ROW
+CREATE OR REPLACE TRIGGER faults_job_moved_in_trg AFTER INSERT ON scheduling_job FOR EACH ROW
   WHEN (NEW.status <> 'claimed' AND NEW.claimed_at IS NOT NULL)
   EXECUTE FUNCTION faults_job_moved_in_fn();
 
@@ -77,7 +77,7 @@ BEGIN
   VALUES (NEW.shard, NEW.epoch, NEW.owner, NEW.acquired_at);
   RETURN NULL;
 END $$ LANGUAGE plpgsql;
-CREATE TRIGGER faults_lease_trg AFTER UPDATE ON polling_shardlease FOR EACH ROW
+CREATE OR REPLACE TRIGGER faults_lease_trg AFTER UPDATE ON polling_shardlease FOR EACH ROW
   WHEN (NEW.epoch IS DISTINCT FROM OLD.epoch) EXECUTE FUNCTION faults_lease_fn();
 
 CREATE OR REPLACE FUNCTION faults_checkpoint_fn() RETURNS trigger AS $$
@@ -90,7 +90,7 @@ BEGIN
     AND (OLD.last_drained IS NULL OR j.bucket > OLD.last_drained);
   RETURN NULL;
 END $$ LANGUAGE plpgsql;
-CREATE TRIGGER faults_checkpoint_trg AFTER UPDATE ON polling_shardcheckpoint FOR EACH ROW
+CREATE OR REPLACE TRIGGER faults_checkpoint_trg AFTER UPDATE ON polling_shardcheckpoint FOR EACH ROW
   WHEN (NEW.last_drained IS DISTINCT FROM OLD.last_drained)
   EXECUTE FUNCTION faults_checkpoint_fn();
 """

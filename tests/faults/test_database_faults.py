@@ -76,7 +76,7 @@ def _restart_cluster(cluster: Cluster) -> None:
 )
 @pytest.mark.parametrize("seed", [1])
 def test_postgresql_restart_immediate(make_cluster, seed: int) -> None:
-    # The pollers back off (up to 30 s) while the server is down: allow for it.
+    # The pollers back off (up to 5 s) while the server is down: allow for it.
     run(
         make_cluster(),
         "PostgreSQL restart",
