@@ -30,9 +30,10 @@ from tests.faults.receiver import FaultReceiver
 from tests.support.procs import ROOT, child_env
 
 # Ports 8500-8549 are this suite's (SENDLATER_FAULTS_PORT_BASE moves them, for runs
-# side by side on one machine): gunicorn on the first 25, the receiver 25 above it.
+# side by side on one machine; SENDLATER_FAULTS_PORT_SPAN narrows them): gunicorn on
+# the first 25, the receiver 25 above it.
 PORT_BASE = int(os.environ.get("SENDLATER_FAULTS_PORT_BASE", "8500"))
-RECEIVER_PORT_OFFSET = 25
+RECEIVER_PORT_OFFSET = int(os.environ.get("SENDLATER_FAULTS_PORT_SPAN", "25"))
 _PORTS = itertools.cycle(range(PORT_BASE, PORT_BASE + RECEIVER_PORT_OFFSET))
 
 LEASE_SECONDS = 3
