@@ -104,8 +104,8 @@ def _unavailable_response() -> Response:
     response = Response(
         error_body(
             "unavailable",
-            "The database is failing over; retry after a moment (creates with an "
-            "Idempotency-Key are safe to retry).",
+            "The database is unavailable (failing over or restarting); retry after a "
+            "moment (creates with an Idempotency-Key are safe to retry).",
         ),
         status=status.HTTP_503_SERVICE_UNAVAILABLE,
     )
