@@ -76,18 +76,23 @@ def _kill_primary(cluster: Cluster, kills: list[float]) -> None:
     kills.append(time.time())
     os.killpg(group, signal.SIGKILL)
     os.kill(postmaster, signal.SIGKILL)
+    _wait_for_primary()
+    cluster.fault_end(window)
+
+
+def _wait_for_primary() -> None:
+    """Until this process's own connection reaches a primary again (a fresh one)."""
     connection.close()
     deadline = time.monotonic() + PROMOTION_TIMEOUT_SECONDS
     while True:
         try:
             sql("SELECT txid_current()")  # fails on a standby: a primary answers
-            break
+            return
         except Exception:
             connection.close()
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
-    cluster.fault_end(window)
 
 
 def _times(cluster: Cluster, since: float, due: dict[str, float]) -> tuple[float, float]:
@@ -115,6 +120,9 @@ def test_primary_kill_9_failover(make_cluster, seed: int) -> None:
         time.sleep(max(0.0, 6.0 - (time.monotonic() - t0)))
         _kill_primary(cluster, kills)
         time.sleep(max(0.0, 30.0 - (time.monotonic() - t0)))
+    # The harness's own connection (not the system under test) may have been cut
+    # since the promotion, as the formation settles: start the checks on a fresh one.
+    _wait_for_primary()
     cluster.drain(DRAIN_TIMEOUT_SECONDS)
     report = check(
         cluster,
