@@ -76,6 +76,10 @@ def _kill_primary(cluster: Cluster, kills: list[float]) -> None:
     kills.append(time.time())
     os.killpg(group, signal.SIGKILL)
     os.kill(postmaster, signal.SIGKILL)
+    # Until the kernel has reaped it, the dead postmaster's socket may still take a
+    # connect: probe for the new primary only once it is gone.
+    while os.path.exists(f"/proc/{postmaster}"):
+        time.sleep(0.01)
     _wait_for_primary()
     cluster.fault_end(window)
 
