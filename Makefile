@@ -12,7 +12,8 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then \
 	    command -v $$p; break; fi; done)
 
-.PHONY: venv run serve test faults lint format migrate admin api-key clean
+.PHONY: venv run serve test faults faults-failover ha-up ha-down pgbouncer-up pgbouncer-down \
+	test-pgbouncer lint format migrate admin api-key clean
 
 $(BIN)/.installed: requirements.txt clients/python/pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "error: Python 3.12 or newer is required (Django 6.1); none found on PATH" >&2; exit 1; fi
@@ -70,6 +71,50 @@ faults: venv
 	@case "$$DATABASE_URL" in postgres*) ;; \
 	  *) echo "error: make faults needs DATABASE_URL=postgres://... (PostgreSQL)" >&2; exit 2;; esac
 	$(BIN)/pytest tests/faults -m faults $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory faults-failover
+
+# The failover scenario (docs/ha.md): a pg_auto_failover formation of its own (make
+# ha-up), the primary killed with kill -9 mid-burst, the formation removed after.
+# If the formation cannot start the scenario is skipped, and says why.
+faults-failover: export SECRET_KEY ?= test-only-not-a-secret
+faults-failover: export SECURE_SSL_REDIRECT ?= false
+faults-failover: export SENDLATER_FAULTS_FULL = 1
+faults-failover: venv
+	@if url=$$(scripts/ha.sh up | tail -n1) && [ -n "$$url" ]; then \
+	  DATABASE_URL="$$url" SENDLATER_FAULTS_HA=1 $(BIN)/pytest tests/faults/test_failover_faults.py \
+	    -m faults $(PYTEST_ARGS); rc=$$?; scripts/ha.sh down; exit $$rc; \
+	else \
+	  echo "faults: the pg_auto_failover formation did not start (scripts/ha.sh up)" >&2; \
+	  scripts/ha.sh down; $(BIN)/pytest tests/faults/test_failover_faults.py -m faults -rs $(PYTEST_ARGS); \
+	fi
+
+# A local pg_auto_failover formation: monitor, primary, synchronous secondary (ports
+# HA_PORT .. +2, default 55432-55434; data under HA_DIR, default /tmp/sendlater-ha).
+# Prints the multi-host DATABASE_URL. ha-down stops it and removes its data.
+ha-up:
+	@scripts/ha.sh up
+ha-down:
+	@scripts/ha.sh down
+
+# pgbouncer in transaction pooling on PGB_PORT (default 55440) in front of the local
+# server; prints the DATABASE_URL to use with SENDLATER_PGBOUNCER=1 (docs/postgres.md).
+pgbouncer-up:
+	@scripts/pgbouncer.sh up
+pgbouncer-down:
+	@scripts/pgbouncer.sh down
+
+# The API, integration and quick fault tests through pgbouncer (docs/postgres.md).
+# --reuse-db: pgbouncer keeps server connections to the test database, which
+# DROP DATABASE would refuse; the test database is kept between runs instead.
+PGB_TEST_DB ?= sendlater_pgbouncer
+test-pgbouncer: export SECRET_KEY ?= test-only-not-a-secret
+test-pgbouncer: export SECURE_SSL_REDIRECT ?= false
+test-pgbouncer: export SENDLATER_PARTITION_AHEAD_DAYS ?= 2
+test-pgbouncer: export SENDLATER_EXTRA_APPS ?= sendlater_client.django
+test-pgbouncer: venv
+	@url=$$(scripts/pgbouncer.sh up | tail -n1); \
+	DATABASE_URL="$${url%/*}/$(PGB_TEST_DB)" SENDLATER_PGBOUNCER=1 $(BIN)/pytest \
+	  tests/api tests/integration tests/faults -m "not faults_full" --reuse-db $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

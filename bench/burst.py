@@ -49,6 +49,13 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--server", default="postgres://postgres@127.0.0.1:5432")
     parser.add_argument("--database", default="sendlater_bench_scale_burst")
     parser.add_argument(
+        "--via",
+        default="",
+        help="run the service through this server URL instead (pgbouncer, e.g."
+        " postgres://postgres@127.0.0.1:55440, with SENDLATER_PGBOUNCER=1); the database"
+        " is still created and dropped on --server",
+    )
+    parser.add_argument(
         "--capacity-jobs",
         type=int,
         default=300_000,
@@ -79,7 +86,8 @@ def main() -> int:
     args = parse()
     counts = [int(p) for p in args.pollers.split(",")]
     env = {
-        "DATABASE_URL": f"{args.server}/{args.database}",
+        "DATABASE_URL": f"{args.via or args.server}/{args.database}",
+        "SENDLATER_PGBOUNCER": "1" if args.via else "0",
         "DJANGO_SETTINGS_MODULE": "sendlater_site.settings",
         "SECRET_KEY": os.environ.get("SECRET_KEY", "bench-only"),
         "SENDLATER_DEFAULT_SHARDS": str(args.shards),
@@ -105,6 +113,7 @@ def main() -> int:
     print(f"jobs: {args.jobs} count")
     print(f"shards: {args.shards} count")
     print(f"batch_size: {args.batch_size} jobs")
+    print(f"via: {'pgbouncer ' + args.via if args.via else 'direct'}")
     try:
         for pollers in counts:
             run(args, pollers, dict(os.environ), f"P={pollers}")

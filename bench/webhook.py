@@ -360,7 +360,7 @@ def report(
     with connection.cursor() as cursor:
         # Lost: jobs that are neither delivered nor still waiting their turn (pending).
         cursor.execute(
-            "SELECT count(*) FILTER (WHERE status NOT IN ('delivered', 'pending', 'claimed')),"
+            "SELECT count(*) FILTER (WHERE status NOT IN ('delivered', 'pending')),"
             " count(*) FILTER (WHERE status = 'delivered') FROM scheduling_job"
         )
         gone, delivered = cursor.fetchone()

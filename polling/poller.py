@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -33,10 +34,13 @@ from polling.upkeep import StorageUpkeep
 from scheduling import conf as scheduling_conf
 from scheduling import keys
 from scheduling.clock import db_now, is_closed
+from scheduling.failover import connection_discard, is_failover_error
 
 logger = logging.getLogger(__name__)
 
-FAILURE_BACKOFF_CAP_SECONDS = 30.0
+# A failover (docs/ha.md) takes seconds: a poller retries at least this often, so it
+# is back within one cap of the new primary's promotion.
+FAILURE_BACKOFF_CAP_SECONDS = 5.0
 _WAIT_SLICE_SECONDS = 0.05  # longest wait for outcomes before the loop looks around again
 
 
@@ -481,10 +485,12 @@ class Poller:
 
 
 def _reset_broken_connection() -> None:
-    """Close the connection if it is broken, so the next query reconnects."""
+    """Close the connection if it is broken or read-only (a failover, docs/ha.md), so
+    the next query reconnects, to the new primary if there is one."""
     try:
-        alive = connection.connection is not None and not connection.in_atomic_block
-        if alive and not connection.is_usable():
-            connection.close()
+        if connection.connection is None or connection.in_atomic_block:
+            return
+        if is_failover_error(sys.exc_info()[1]) or not connection.is_usable():
+            connection_discard()
     except Exception:
         logger.exception("could not reset the database connection")

@@ -25,6 +25,7 @@ from django.db import connection
 
 from polling import claims, conf
 from scheduling.clock import db_now
+from scheduling.failover import connection_discard
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ class LeaseRenewer:
                     held = self.renew_if_progressing()
                 except Exception:
                     logger.exception("poller %s: background lease renewal failed", self.owner)
-                    connection.close()
+                    connection_discard()  # broken or read-only: never reuse it
                     continue
                 if held is not None:
                     logger.debug("poller %s: renewed %s leases mid-batch", self.owner, len(held))

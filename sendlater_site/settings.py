@@ -101,20 +101,45 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     # Tests that start processes need a file, not an in-memory database.
     _db.setdefault("TEST", {})["NAME"] = str(BASE_DIR / "test_db.sqlite3")
 elif DATABASE_IS_POSTGRES:
+    # A multi-host URL (docs/ha.md) names every node of a failover formation:
+    #   postgres://u@h1:5432,h2:5432/sendlater?target_session_attrs=read-write
+    # django-environ splits it into HOST "h1,h2" and PORT "5432,5432", which psycopg
+    # takes as they are, trying the hosts in order for the read-write one.
+    DATABASE_IS_MULTI_HOST = "," in str(_db.get("HOST") or "")
+    _options = _db.setdefault("OPTIONS", {})
+    # A host that is down but not refusing (a lost machine) must not hold a connect
+    # for the kernel's TCP timeout: psycopg applies this to each host in turn.
+    _options.setdefault(
+        "connect_timeout", env.int("SENDLATER_DB_CONNECT_TIMEOUT_SECONDS", default=5)
+    )
+    # Behind pgbouncer in transaction pooling (docs/postgres.md) a named cursor would
+    # outlive the transaction that pgbouncer lent its server connection for; and
+    # prepared statements default to off there (below).
+    SENDLATER_PGBOUNCER = env.bool("SENDLATER_PGBOUNCER", default=False)
+    if SENDLATER_PGBOUNCER:
+        _db["DISABLE_SERVER_SIDE_CURSORS"] = True
     if env.bool("SENDLATER_DB_POOL", default=True):
         _db["CONN_MAX_AGE"] = 0  # the pool owns connection lifetime
-        _db.setdefault("OPTIONS", {})["pool"] = {
+        _options["pool"] = {
             "min_size": env.int("SENDLATER_DB_POOL_MIN", default=1),
             "max_size": env.int("SENDLATER_DB_POOL_MAX", default=10),
             "timeout": env.int("SENDLATER_DB_POOL_TIMEOUT_SECONDS", default=10),
         }
+        # After a failover the pool still holds connections to the lost primary:
+        # check each one as it is lent (a round trip) when the URL names several hosts.
+        _db["CONN_HEALTH_CHECKS"] = env.bool(
+            "SENDLATER_DB_HEALTH_CHECKS", default=DATABASE_IS_MULTI_HOST
+        )
     else:
         _db["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
         _db["CONN_HEALTH_CHECKS"] = True
 # The per-request statements of the single-job API (read by id, the request budget)
 # run as prepared statements on PostgreSQL (scheduling.storage.prepared): planned once
-# per connection. Set false behind a pooler that cannot keep them (PgBouncer < 1.21).
-SENDLATER_DB_PREPARED_STATEMENTS = env.bool("SENDLATER_DB_PREPARED_STATEMENTS", default=True)
+# per connection. Off by default behind pgbouncer (SENDLATER_PGBOUNCER): before 1.21
+# (Debian 12 ships 1.18) it cannot keep them across the transactions it pools.
+SENDLATER_DB_PREPARED_STATEMENTS = env.bool(
+    "SENDLATER_DB_PREPARED_STATEMENTS", default=not env.bool("SENDLATER_PGBOUNCER", default=False)
+)
 if DATABASE_IS_POSTGRES and SENDLATER_DB_PREPARED_STATEMENTS:
     # Django's default (None) makes psycopg refuse to prepare even a statement that
     # asks; a threshold no statement reaches prepares only the ones that ask.

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from scheduling.errors import SchedulingError
+from scheduling.failover import connection_discard, is_failover_error
 
 # A service names the n-th spec of a bulk call "[n].field".
 _BULK_FIELD = re.compile(r"^\[(\d+)\]\.(.+)$")
@@ -86,9 +87,37 @@ def _domain_response(exc: SchedulingError, context: dict[str, Any]) -> Response:
     return Response(error_body(exc.code, exc.message, fields), status=exc.status)
 
 
+# How long a client should wait before retrying a request that met a failover:
+# about the time pg_auto_failover takes to promote the secondary (docs/ha.md).
+UNAVAILABLE_RETRY_AFTER_SECONDS = 2
+
+
+def _unavailable_response() -> Response:
+    """The primary vanished or was demoted mid-request (docs/ha.md).
+
+    The request is not retried here: a create whose commit was lost in flight
+    cannot be told from one that never ran, so the client decides (with an
+    Idempotency-Key a retried create is safe). The connection is discarded so the
+    next request connects to the new primary.
+    """
+    connection_discard()
+    response = Response(
+        error_body(
+            "unavailable",
+            "The database is unavailable (failing over or restarting); retry after a "
+            "moment (creates with an Idempotency-Key are safe to retry).",
+        ),
+        status=status.HTTP_503_SERVICE_UNAVAILABLE,
+    )
+    response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER_SECONDS)
+    return response
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, SchedulingError):
         return _domain_response(exc, context)
+    if is_failover_error(exc):
+        return _unavailable_response()
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):

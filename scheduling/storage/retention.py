@@ -32,7 +32,7 @@ from scheduling.storage.partitions import Partition, is_partitioned, partitions_
 
 logger = logging.getLogger(__name__)
 
-# One pruner at a time across pollers and the command (pg_try_advisory_lock).
+# One pruner at a time across pollers and the command (pg_try_advisory_xact_lock).
 PRUNE_LOCK_KEY = 0x5E6D_1A7E_0002
 BATCH_ROWS = 1000
 TERMINAL = (JobStatus.DELIVERED, JobStatus.CANCELED, JobStatus.EXPIRED)
@@ -109,21 +109,24 @@ def partition_drop(part: Partition, *, now: datetime) -> int:
 def _prune_partitions(now: datetime) -> PruneReport:
     cutoff = now - conf.retention()
     report = PruneReport(dropped=[])
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [PRUNE_LOCK_KEY])
-        if not cursor.fetchone()[0]:
-            report.busy = True
-            return report
-    try:
-        for part in partitions_list():
-            if part.is_default or part.end is None or part.end > cutoff:
+    for part in partitions_list():
+        if part.is_default or part.end is None or part.end > cutoff:
+            continue
+        # A transaction-level lock per partition, not a session lock around them all:
+        # behind pgbouncer in transaction pooling (docs/postgres.md) the unlock of a
+        # session lock may run on another server connection than the lock did.
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [PRUNE_LOCK_KEY])
+            if not cursor.fetchone()[0]:
+                report.busy = True
+                return report
+            # Another pruner may have dropped it between our listing and our lock.
+            cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [part.name])
+            if not cursor.fetchone()[0]:
                 continue
             report.moved += partition_drop(part, now=now)
-            report.dropped.append(part.name)
-            logger.info("retention: dropped partition %s", part.name)
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [PRUNE_LOCK_KEY])
+        report.dropped.append(part.name)
+        logger.info("retention: dropped partition %s", part.name)
     return report
 
 

@@ -56,7 +56,7 @@ BEGIN
   FROM unnest(string_to_array(NEW.job_ids, ',')) AS value;
   RETURN NULL;
 END $$ LANGUAGE plpgsql;
-CREATE TRIGGER faults_read_trg AFTER INSERT ON scheduling_inflightbatch FOR EACH ROW
+CREATE OR REPLACE TRIGGER faults_read_trg AFTER INSERT ON scheduling_inflightbatch FOR EACH ROW
   EXECUTE FUNCTION faults_read_fn();
 
 CREATE OR REPLACE FUNCTION faults_job_write_fn() RETURNS trigger AS $$
@@ -67,7 +67,7 @@ BEGIN
   END IF;
   RETURN NULL;
 END $$ LANGUAGE plpgsql;
-CREATE TRIGGER faults_job_write_trg AFTER UPDATE ON scheduling_job FOR EACH ROW
+CREATE OR REPLACE TRIGGER faults_job_write_trg AFTER UPDATE ON scheduling_job FOR EACH ROW
   WHEN (OLD.status = 'pending' AND (NEW.status <> 'pending' OR NEW.attempts <> OLD.attempts
         OR NEW.due_at <> OLD.due_at))
   EXECUTE FUNCTION faults_job_write_fn();
@@ -82,7 +82,7 @@ BEGIN
   END IF;
   RETURN NULL;
 END $$ LANGUAGE plpgsql;
-CREATE TRIGGER faults_job_moved_out_trg AFTER DELETE ON scheduling_job FOR EACH ROW
+CREATE OR REPLACE TRIGGER faults_job_moved_out_trg AFTER DELETE ON scheduling_job FOR EACH ROW
   WHEN (OLD.status = 'pending') EXECUTE FUNCTION faults_job_moved_out_fn();
 
 CREATE OR REPLACE FUNCTION faults_job_moved_in_fn() RETURNS trigger AS $$
@@ -94,7 +94,7 @@ BEGIN
   DELETE FROM faults_job_moved_out o WHERE o.job_id = NEW.id AND o.xact = pg_current_xact_id();
   RETURN NULL;
 END $$ LANGUAGE plpgsql;
-CREATE TRIGGER faults_job_moved_in_trg AFTER INSERT ON scheduling_job FOR EACH ROW
+CREATE OR REPLACE TRIGGER faults_job_moved_in_trg AFTER INSERT ON scheduling_job FOR EACH ROW
   EXECUTE FUNCTION faults_job_moved_in_fn();
 
 CREATE OR REPLACE FUNCTION faults_lease_fn() RETURNS trigger AS $$
@@ -103,7 +103,7 @@ BEGIN
   VALUES (NEW.shard, NEW.epoch, NEW.owner, NEW.acquired_at);
   RETURN NULL;
 END $$ LANGUAGE plpgsql;
-CREATE TRIGGER faults_lease_trg AFTER UPDATE ON polling_shardlease FOR EACH ROW
+CREATE OR REPLACE TRIGGER faults_lease_trg AFTER UPDATE ON polling_shardlease FOR EACH ROW
   WHEN (NEW.epoch IS DISTINCT FROM OLD.epoch) EXECUTE FUNCTION faults_lease_fn();
 
 CREATE OR REPLACE FUNCTION faults_checkpoint_fn() RETURNS trigger AS $$
@@ -116,7 +116,7 @@ BEGIN
     AND (OLD.last_drained IS NULL OR j.bucket > OLD.last_drained);
   RETURN NULL;
 END $$ LANGUAGE plpgsql;
-CREATE TRIGGER faults_checkpoint_trg AFTER UPDATE ON polling_shardcheckpoint FOR EACH ROW
+CREATE OR REPLACE TRIGGER faults_checkpoint_trg AFTER UPDATE ON polling_shardcheckpoint FOR EACH ROW
   WHEN (NEW.last_drained IS DISTINCT FROM OLD.last_drained)
   EXECUTE FUNCTION faults_checkpoint_fn();
 """

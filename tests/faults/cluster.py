@@ -30,9 +30,10 @@ from tests.faults.receiver import FaultReceiver
 from tests.support.procs import ROOT, child_env
 
 # Ports 8500-8549 are this suite's (SENDLATER_FAULTS_PORT_BASE moves them, for runs
-# side by side on one machine): gunicorn on the first 25, the receiver 25 above it.
+# side by side on one machine; SENDLATER_FAULTS_PORT_SPAN narrows them): gunicorn on
+# the first 25, the receiver 25 above it.
 PORT_BASE = int(os.environ.get("SENDLATER_FAULTS_PORT_BASE", "8500"))
-RECEIVER_PORT_OFFSET = 25
+RECEIVER_PORT_OFFSET = int(os.environ.get("SENDLATER_FAULTS_PORT_SPAN", "25"))
 _PORTS = itertools.cycle(range(PORT_BASE, PORT_BASE + RECEIVER_PORT_OFFSET))
 
 LEASE_SECONDS = 3
@@ -120,7 +121,8 @@ class Cluster:
     def start_poller(self, name: str, *, failpoints: str = "", skew_seconds: float = 0) -> None:
         env = child_env(**CHILD_ENV)
         # Named connections, so a scenario can terminate exactly the pollers' backends.
-        env["DATABASE_URL"] += f"?application_name=faults-{name}"
+        sep = "&" if "?" in env["DATABASE_URL"] else "?"
+        env["DATABASE_URL"] += f"{sep}application_name=faults-{name}"
         if failpoints:
             env["SENDLATER_FAILPOINTS"] = failpoints
         command = [sys.executable]

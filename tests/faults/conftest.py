@@ -95,10 +95,12 @@ def make_cluster(transactional_db, settings, tmp_path) -> Iterator[Callable[...,
         team = Team.objects.create(slug=f"faults-{time.monotonic_ns()}", name="faults")
         _key, secret = api_key_create(team=team, name="faults")
         cluster = Cluster(tmp=tmp_path, api_key=secret, receiver=FaultReceiver(port=0))
+        # Registered before anything starts: a failure below (say, the receiver's port
+        # is taken) must still stop gunicorn, or it holds its port for later tests.
+        made.append(cluster)
         cluster.start_web()
         cluster.receiver.port = cluster.api_port + RECEIVER_PORT_OFFSET
         cluster.receiver.up()
-        made.append(cluster)
         partitions_precreate()
         for i in range(pollers):
             name = f"p{i}"

@@ -130,6 +130,25 @@ def test_prune_drops_old_partitions_after_moving_stragglers(team) -> None:
     assert retention_prune(now=now).dropped == []
 
 
+@postgres_only
+def test_prune_gives_way_to_another_pruner(team) -> None:
+    """The prune lock is transaction-level (pgbouncer's transaction pooling keeps no
+    session): while another transaction holds it, a prune drops nothing."""
+    import psycopg
+
+    from scheduling.storage.retention import PRUNE_LOCK_KEY
+    from tests.support.procs import test_database_url
+
+    now = db_now()
+    old_start, old_end = bounds_of(now - timedelta(days=40))
+    partition_create(old_start, old_end)
+    with psycopg.connect(test_database_url()) as other:
+        other.execute("SELECT pg_advisory_xact_lock(%s)", [PRUNE_LOCK_KEY])
+        report = retention_prune(now=now)
+        assert report.busy and report.dropped == []
+    assert retention_prune(now=now).dropped == [f"scheduling_job_p{old_start:%Y%m%d}"]
+
+
 def test_plain_table_retention_deletes_old_terminal_rows_only(team) -> None:
     if connection.vendor == "postgresql":
         pytest.skip("PostgreSQL drops partitions (see above)")

@@ -39,8 +39,14 @@ def test_database_url() -> str:
         return f"sqlite:///{Path(s['NAME']).resolve()}"
     user = s.get("USER") or "postgres"
     password = f":{s['PASSWORD']}" if s.get("PASSWORD") else ""
-    host = s.get("HOST") or "127.0.0.1"
-    return f"postgres://{user}{password}@{host}:{s.get('PORT') or 5432}/{s['NAME']}"
+    # A multi-host URL (docs/ha.md) comes back as HOST "h1,h2" and PORT "p1,p2".
+    hosts = str(s.get("HOST") or "127.0.0.1").split(",")
+    ports = str(s.get("PORT") or 5432).split(",")
+    netloc = ",".join(f"{h}:{p}" for h, p in zip(hosts, ports * len(hosts), strict=False))
+    query = ""
+    if s.get("OPTIONS", {}).get("target_session_attrs"):
+        query = f"?target_session_attrs={s['OPTIONS']['target_session_attrs']}"
+    return f"postgres://{user}{password}@{netloc}/{s['NAME']}{query}"
 
 
 def child_env(**extra: str) -> dict[str, str]:

@@ -1,0 +1,66 @@
+"""A statement that meets a failover (docs/ha.md) answers 503 with Retry-After."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from unittest import mock
+
+import psycopg
+import pytest
+from django.db import InternalError, OperationalError
+
+from scheduling import services
+from scheduling.failover import is_failover_error
+from tests.support.api import error_of, job_body
+from tests.support.procs import ROOT
+
+pytestmark = pytest.mark.django_db
+
+URL = "/api/v1/jobs"
+
+
+def _read_only() -> InternalError:
+    """What Django raises for a write on a demoted primary (SQLSTATE 25006)."""
+    error = InternalError("cannot execute INSERT in a read-only transaction")
+    error.__cause__ = psycopg.errors.ReadOnlySqlTransaction("read-only")
+    return error
+
+
+@pytest.mark.parametrize(
+    "error", [OperationalError("server closed the connection unexpectedly"), _read_only()]
+)
+def test_create_during_failover_is_503_with_retry_after(api, error: Exception) -> None:
+    with mock.patch.object(services, "job_schedule", side_effect=error):
+        response = api.post(URL, job_body(), format="json", HTTP_IDEMPOTENCY_KEY="k-1")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "2"
+    assert error_of(response)["code"] == "unavailable"
+    # The next request connects afresh and works.
+    assert api.post(URL, job_body(), format="json").status_code == 201
+
+
+def test_other_database_errors_are_not_failovers() -> None:
+    assert not is_failover_error(InternalError("division by zero"))
+    assert not is_failover_error(ValueError("x"))
+    assert is_failover_error(_read_only())
+
+
+def test_settings_take_a_multi_host_url() -> None:
+    code = (
+        "from django.conf import settings as s; d = s.DATABASES['default'];"
+        "print(d['HOST'], d['PORT'], d['OPTIONS']['target_session_attrs'],"
+        " d['OPTIONS']['connect_timeout'], d['CONN_HEALTH_CHECKS'])"
+    )
+    url = "postgres://u@127.0.0.1:55433,127.0.0.1:55434/sendlater?target_session_attrs=read-write"
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "sendlater_site.settings"}
+    out = subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {code}"],
+        cwd=ROOT,
+        env={**env, "SECRET_KEY": env.get("SECRET_KEY") or "test-only"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert out == ["127.0.0.1,127.0.0.1", "55433,55434", "read-write", "5", "True"]
