@@ -80,7 +80,7 @@ def test_get_and_cross_team_404(api, other_api) -> None:
     for response in (
         other_api.get(f"{URL}/{job_id}"),
         other_api.patch(f"{URL}/{job_id}", {"due_at": iso(db_now())}, format="json"),
-        other_api.delete(f"{URL}/{job_id}"),
+        other_api.post(f"{URL}/{job_id}/cancel"),
     ):
         assert response.status_code == 404
         assert error_of(response)["code"] == "not_found"
@@ -269,20 +269,23 @@ def test_reschedule_rejects_other_fields_and_bad_times(api) -> None:
 
 def test_cancel_keeps_the_job_readable_and_second_cancel_is_409(api) -> None:
     job_id = create(api).json()["id"]
-    response = api.delete(f"{URL}/{job_id}")
+    response = api.post(f"{URL}/{job_id}/cancel")
     assert response.status_code == 200 and response.json()["status"] == "canceled"
     assert api.get(f"{URL}/{job_id}").json()["status"] == "canceled"
-    again = api.delete(f"{URL}/{job_id}")
+    again = api.post(f"{URL}/{job_id}/cancel")
     assert again.status_code == 409 and error_of(again)["code"] == "not_pending"
     patch = api.patch(f"{URL}/{job_id}", {"due_at": iso(db_now())}, format="json")
     assert patch.status_code == 409
+    # Cancel is a state change, not a deletion: there is no DELETE on a job.
+    delete = api.delete(f"{URL}/{job_id}")
+    assert delete.status_code == 405 and error_of(delete)["code"] == "method_not_allowed"
 
 
 @pytest.mark.parametrize("state", [JobStatus.CLAIMED, JobStatus.DELIVERED, JobStatus.EXPIRED])
 def test_cancel_or_reschedule_of_in_flight_or_finished_job_is_409(api, state) -> None:
     job_id = create(api).json()["id"]
     Job.objects.filter(id=job_id).update(status=state)
-    response = api.delete(f"{URL}/{job_id}")
+    response = api.post(f"{URL}/{job_id}/cancel")
     assert response.status_code == 409
     assert state in error_of(response)["message"]
     response = api.patch(

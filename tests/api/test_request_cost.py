@@ -34,7 +34,7 @@ def test_single_job_calls_cost_a_few_statements(api) -> None:
         "attempts": (lambda: api.get(f"/api/v1/jobs/{job_id}/attempts"), 3),
         "list": (lambda: api.get("/api/v1/jobs"), 2),
         "patch": (lambda: api.patch(f"/api/v1/jobs/{job_id}", {"due_at": due}, format="json"), 5),
-        "delete": (lambda: api.delete(f"/api/v1/jobs/{job_id}"), 4),
+        "cancel": (lambda: api.post(f"/api/v1/jobs/{job_id}/cancel"), 4),
     }
     for name, (call, most) in bounds.items():
         sql = statements(call)
