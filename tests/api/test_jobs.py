@@ -342,3 +342,25 @@ def test_unknown_api_path_is_json_404(api) -> None:
     response = api.get("/api/v1/nothing-here")
     assert response.status_code == 404
     assert error_of(response)["code"] == "not_found"
+
+
+def test_the_horizon_is_a_written_date_the_schema_states(api) -> None:
+    from django.utils import timezone
+
+    from scheduling.api.contract import latest_due_date
+
+    last = latest_due_date(timezone.now().date())
+    ok = api.post(URL, {"due_at": f"{last}T23:59:59-23:59", "handler": "noop"}, format="json")
+    assert ok.status_code == 201, ok.json()
+    late = api.post(
+        URL, {"due_at": f"{last + timedelta(days=1)}T00:00:00Z", "handler": "noop"}, format="json"
+    )
+    assert late.status_code == 400 and error_of(late)["code"] == "invalid_due_at"
+
+
+def test_payload_null_is_refused_and_integral_floats_are_integers(api) -> None:
+    due = iso(db_now() + timedelta(hours=1))
+    null = api.post(URL, {"due_at": due, "handler": "noop", "payload": None}, format="json")
+    assert null.status_code == 400 and "payload" in error_of(null)["fields"]
+    spread = create(api, due_at=due, handler="noop", window_seconds=10.0)
+    assert spread.status_code == 201 and spread.json()["window_seconds"] == 10
