@@ -22,6 +22,11 @@ accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-")
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
 proc_name = "sendlater-web"
+# gunicorn answers an over-long request line itself, in plain text; the app bounds URLs
+# instead and answers 414 in its JSON error shape (sendlater_site/urllimit.py). Header
+# fields keep gunicorn's own bound (8,190 bytes): lifting it would let any size in.
+limit_request_line = int(os.environ.get("GUNICORN_LIMIT_REQUEST_LINE", "0"))
+limit_request_field_size = int(os.environ.get("GUNICORN_LIMIT_REQUEST_FIELD_SIZE", "8190"))
 
 # Prometheus counters from every worker are aggregated through files in this dir.
 _metrics_dir = os.environ.setdefault(

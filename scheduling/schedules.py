@@ -66,9 +66,6 @@ def _check(values: dict[str, Any], now: datetime) -> None:
             f"every_seconds must be at least {recurrence.MIN_EVERY_SECONDS}.",
             field="every_seconds",
         )
-    start, end = values.get("start_at"), values.get("end_at")
-    if start is not None and end is not None and end <= start:
-        raise SchedulingError("end_at must be after start_at.", field="end_at")
     if values.get("missed") not in MissedPolicy.values:
         raise SchedulingError("missed must be 'skip' or 'fire_last'.", field="missed")
     # The jobs' own checks (target, payload, metadata, window, expiry): a job due now.

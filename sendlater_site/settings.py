@@ -46,6 +46,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "sendlater_site.urllimit.UrlLengthMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -253,6 +254,8 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
+    # 3.1: propertyNames and type lists, so the schema can state every input rule.
+    "OAS_VERSION": "3.1.0",
     "COMPONENT_SPLIT_REQUEST": True,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -263,6 +266,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "scheduling.api.schema.document_headers",
         "scheduling.api.schedule_views.document_schedules",
+        "scheduling.api.schema_rules.document_rules",
     ],
 }
 
@@ -322,6 +326,8 @@ SENDLATER_HANDLER_MODULES = env.list("SENDLATER_HANDLER_MODULES", default=[])
 # Largest job payload, as compact JSON (bytes): larger ones get 413.
 SENDLATER_MAX_PAYLOAD_BYTES = env.int("SENDLATER_MAX_PAYLOAD_BYTES", default=64 * 1024)
 # Largest API request body (bytes): a bulk call of 1,000 jobs must fit.
+# Longest path + query string the API takes (longer: a JSON 414; see urllimit.py).
+SENDLATER_MAX_URL_BYTES = env.int("SENDLATER_MAX_URL_BYTES", default=8192)
 SENDLATER_MAX_REQUEST_BYTES = env.int("SENDLATER_MAX_REQUEST_BYTES", default=16 * 1024 * 1024)
 
 # Callback hosts exempt from the SSRF rules: names, addresses or CIDR ranges

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from scheduling.api.errors import error_body
@@ -23,6 +24,16 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
 ]
+
+
+@csrf_exempt  # an API URL: no session, no CSRF token, and always this JSON 404
+def api_not_found(request: HttpRequest) -> HttpResponse:
+    """No such API URL (e.g. a path id that is not a UUID): JSON, with DEBUG on too."""
+    return JsonResponse(error_body("not_found", "Not found."), status=404)
+
+
+# Last: only what no route above matched.
+urlpatterns.append(re_path(r"^api/v1/", api_not_found))
 
 
 def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

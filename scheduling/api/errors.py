@@ -45,6 +45,46 @@ def error_body(code: str, message: str, fields: dict[str, list[str]] | None = No
     return {"error": error}
 
 
+# DRF's stock messages, in the API's own words. Generic tools recognise DRF's wording
+# and then read the body as DRF's bare {field: [...]} envelope, misplacing our fields
+# (schemathesis took error.fields.due_at for a request property named "error").
+_STOCK_MESSAGES = {
+    "This field is required.": "Required.",
+    "This field may not be blank.": "Must not be empty.",
+    "This field may not be null.": "Must not be null.",
+    "Must be a valid UUID.": "Must be a UUID.",
+    "A valid integer is required.": "Must be an integer.",
+    "A valid number is required.": "Must be a number.",
+    "Must be a valid boolean.": "Must be true or false.",
+}
+_STOCK_PATTERNS = (
+    (
+        re.compile(r"^Ensure this (?:field|value) has (?:no more than|at most) (\d+) characters?"),
+        "At most {} characters.",
+    ),
+    (
+        re.compile(r"^Ensure this (?:field|value) has at least (\d+) characters?"),
+        "At least {} characters.",
+    ),
+    (re.compile(r"^Ensure this field has no more than (\d+) elements?"), "At most {} items."),
+    (re.compile(r"^Ensure this field has at least (\d+) elements?"), "At least {} items."),
+    (re.compile(r"^Ensure this value is greater than or equal to (\S+)\.$"), "At least {}."),
+    (re.compile(r"^Ensure this value is less than or equal to (\S+)\.$"), "At most {}."),
+    (re.compile(r"^Expected a list of items but got type"), "Must be a list."),
+    (re.compile(r"^Expected a dictionary of items but got type"), "Must be an object."),
+)
+
+
+def _own_words(message: str) -> str:
+    if message in _STOCK_MESSAGES:
+        return _STOCK_MESSAGES[message]
+    for pattern, wording in _STOCK_PATTERNS:
+        match = pattern.match(message)
+        if match:
+            return wording.format(*match.groups())
+    return message
+
+
 def flatten_fields(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     """``{"jobs": [{}, {"due_at": ["x"]}]}`` -> ``{"jobs[1].due_at": ["x"]}``."""
     out: dict[str, list[str]] = {}
@@ -62,9 +102,9 @@ def flatten_fields(detail: Any, prefix: str = "") -> dict[str, list[str]]:
         for index, value in enumerate(detail):
             out.update(flatten_fields(value, f"{prefix}[{index}]"))
     elif isinstance(detail, list):
-        out[prefix or "non_field_errors"] = [str(item) for item in detail]
+        out[prefix or "non_field_errors"] = [_own_words(str(item)) for item in detail]
     else:
-        out[prefix or "non_field_errors"] = [str(detail)]
+        out[prefix or "non_field_errors"] = [_own_words(str(detail))]
     return out
 
 
@@ -113,6 +153,25 @@ def _unavailable_response() -> Response:
     return response
 
 
+# Field errors that are the domain's (a field can say so earlier than the service).
+_FIELD_DOMAIN_CODES = frozenset({"invalid_due_at", "invalid_target"})
+
+
+def _domain_code(exc: exceptions.ValidationError) -> str | None:
+    """The domain code when every field error of ``exc`` carries that one code."""
+    codes: set[str] = set()
+    stack = [exc.get_codes()]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        else:
+            codes.add(str(item))
+    return codes.pop() if len(codes) == 1 and codes <= _FIELD_DOMAIN_CODES else None
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, SchedulingError):
         return _domain_response(exc, context)
@@ -130,6 +189,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc.default_code if isinstance(exc.default_code, str) else "error",
     )
     if isinstance(exc, exceptions.ValidationError):
+        code = _domain_code(exc) or code
         fields = flatten_fields(exc.detail)
         message = "The request is not valid; see fields."
         if list(fields) == ["non_field_errors"]:

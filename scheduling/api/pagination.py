@@ -1,20 +1,23 @@
 """Keyset cursors over ``(due_at, id)``: stable under inserts, cheap at any depth.
 
-A cursor is the last row's position, base64url-encoded and opaque to clients.
+A cursor is the last row's position, ``<microseconds since the epoch>.<id in hex>``:
+opaque to clients, and every string of that shape (the schema's pattern) decodes.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
+import re
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.utils.urls import replace_query_param
 
+from scheduling.api import contract
+
 DEFAULT_LIMIT = 100
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class InvalidCursor(exceptions.ValidationError):
@@ -23,19 +26,17 @@ class InvalidCursor(exceptions.ValidationError):
 
 
 def cursor_encode(due_at: datetime, job_id: uuid.UUID) -> str:
-    raw = f"{due_at.astimezone(UTC).isoformat()}|{job_id}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    micros = (due_at - _EPOCH) // timedelta(microseconds=1)
+    return f"{micros}.{job_id.hex}"
 
 
 def cursor_decode(cursor: str) -> tuple[datetime, uuid.UUID]:
+    if not re.match(contract.CURSOR, cursor):
+        raise InvalidCursor
+    micros, _, hex_id = cursor.partition(".")
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        stamp, _, job_id = raw.partition("|")
-        due_at = datetime.fromisoformat(stamp)
-        if due_at.tzinfo is None:
-            raise ValueError("naive")
-        return due_at, uuid.UUID(job_id)
-    except (binascii.Error, UnicodeDecodeError, ValueError) as error:
+        return _EPOCH + timedelta(microseconds=int(micros)), uuid.UUID(hex=hex_id)
+    except (OverflowError, ValueError) as error:
         raise InvalidCursor from error
 
 

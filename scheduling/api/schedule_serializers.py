@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,11 +12,19 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from scheduling import recurrence
-from scheduling.api.fields import AwareDateTimeField, StrictCharField, StrictIntegerField
+from scheduling.api import contract
+from scheduling.api.fields import (
+    AwareDateTimeField,
+    CallbackUrlField,
+    StrictCharField,
+    StrictIntegerField,
+)
 from scheduling.api.serializers import (
     MAX_WINDOW_SECONDS,
     MetadataField,
+    QuerySerializer,
     StrictSerializer,
+    cursor_checked,
     target_field,
 )
 from scheduling.models import MissedPolicy, Schedule, TargetKind
@@ -72,7 +81,7 @@ class _ScheduleFields(StrictSerializer):
     timezone = TimezoneField(
         required=False, help_text="IANA time zone of the cron expression. Default UTC."
     )
-    callback_url = StrictCharField(
+    callback_url = CallbackUrlField(
         max_length=2048, required=False, help_text="http(s) URL to POST to. Give this or handler."
     )
     handler = StrictCharField(
@@ -110,10 +119,6 @@ class _ScheduleFields(StrictSerializer):
         "the most recent once.",
     )
 
-    def _check_bounds(self, start: Any, end: Any) -> None:
-        if start is not None and end is not None and end <= start:
-            raise serializers.ValidationError({"end_at": ["end_at must be after start_at."]})
-
     def _check_target(self, attrs: dict[str, Any], required: bool) -> None:
         given = [name for name in ("callback_url", "handler") if name in attrs]
         if required and not given:
@@ -128,6 +133,12 @@ class _ScheduleFields(StrictSerializer):
         return value
 
     def validate_cron(self, value: str) -> str:
+        if not re.match(contract.cron_pattern(), value):
+            raise serializers.ValidationError(
+                "cron must be 5 fields (minute hour day-of-month month day-of-week) of *, "
+                "numbers, ascending ranges, steps and lists; names in capitals (MON-FRI, "
+                "JAN); day 30 or 31 only with month *."
+            )
         try:
             recurrence.validate_cron(value)
         except recurrence.RecurrenceError as error:
@@ -145,7 +156,6 @@ class ScheduleCreateSerializer(_ScheduleFields):
             message = "Give exactly one of cron and every_seconds."
             raise serializers.ValidationError({name: [message] for name in rules or ["cron"]})
         self._check_target(attrs, required=True)
-        self._check_bounds(attrs.get("start_at"), attrs.get("end_at"))
         return attrs
 
 
@@ -161,10 +171,6 @@ class ScheduleUpdateSerializer(_ScheduleFields):
             message = "Give only one of cron and every_seconds."
             raise serializers.ValidationError({name: [message] for name in both})
         self._check_target(attrs, required=False)
-        schedule: Schedule | None = self.context.get("schedule")
-        start = attrs.get("start_at", schedule.start_at if schedule else None)
-        end = attrs.get("end_at", schedule.end_at if schedule else None)
-        self._check_bounds(start, end)
         return attrs
 
 
@@ -224,11 +230,11 @@ class ScheduleSerializer(serializers.Serializer):
     created_at = AwareDateTimeField()
     updated_at = AwareDateTimeField()
 
-    @extend_schema_field({"type": "string", "format": "uri", "nullable": True})
+    @extend_schema_field({"type": ["string", "null"], "format": "uri"})
     def get_callback_url(self, schedule: Schedule) -> str | None:
         return schedule.target if schedule.target_kind == TargetKind.WEBHOOK else None
 
-    @extend_schema_field({"type": "string", "nullable": True})
+    @extend_schema_field({"type": ["string", "null"]})
     def get_handler(self, schedule: Schedule) -> str | None:
         return schedule.target if schedule.target_kind == TargetKind.HANDLER else None
 
@@ -239,12 +245,15 @@ class SchedulePageSerializer(serializers.Serializer):
     next = serializers.CharField(allow_null=True, help_text="URL of the next page, or null.")
 
 
-class ScheduleListQuerySerializer(StrictSerializer):
+class ScheduleListQuerySerializer(QuerySerializer):
     cursor = serializers.CharField(required=False, help_text="next_cursor of the previous page.")
     limit = serializers.IntegerField(min_value=1, max_value=1000, required=False)
 
+    def validate_cursor(self, value: str) -> str:
+        return cursor_checked(value)
 
-class OccurrencesQuerySerializer(StrictSerializer):
+
+class OccurrencesQuerySerializer(QuerySerializer):
     count = serializers.IntegerField(
         min_value=1, max_value=MAX_PREVIEW, required=False, help_text="How many (default 10)."
     )

@@ -122,6 +122,17 @@ _ERRORS: dict[int, tuple[str, list[OpenApiExample]]] = {
             )
         ],
     ),
+    414: (
+        "The URL (path and query) is longer than SENDLATER_MAX_URL_BYTES.",
+        [
+            OpenApiExample(
+                "URL too long",
+                value=_error(
+                    "uri_too_long", "The URL is longer than 8192 bytes (SENDLATER_MAX_URL_BYTES)."
+                ),
+            )
+        ],
+    ),
     415: (
         "The body is not application/json.",
         [
@@ -156,7 +167,7 @@ def errors(*codes: int) -> dict[int, OpenApiResponse]:
 
 
 # Every authenticated endpoint can answer these.
-COMMON = (400, 401, 429)
+COMMON = (400, 401, 414, 429)
 WITH_BODY = (*COMMON, 413, 415)
 
 JOB_EXAMPLE = {

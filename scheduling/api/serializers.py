@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -12,7 +13,15 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from scheduling.api.fields import AwareDateTimeField, StrictCharField, StrictIntegerField
+from scheduling.api import contract
+from scheduling.api.fields import (
+    AwareDateTimeField,
+    CallbackUrlField,
+    DueAtField,
+    StrictCharField,
+    StrictIntegerField,
+    allowlist_hosts,
+)
 from scheduling.clock import iso_utc
 from scheduling.models import Job, JobStatus, TargetKind
 from scheduling.specs import JobSpec
@@ -32,6 +41,17 @@ class StrictSerializer(serializers.Serializer):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:
                 raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return super().to_internal_value(data)
+
+
+class QuerySerializer(StrictSerializer):
+    """Query parameters read as plain values: DRF treats ``?cursor=`` as absent, but the
+    schema says an empty value is not a cursor, so it must be refused."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if hasattr(data, "getlist"):
+            lists = {n for n, f in self.fields.items() if isinstance(f, serializers.ListField)}
+            data = {key: data.getlist(key) if key in lists else data[key] for key in data}
         return super().to_internal_value(data)
 
 
@@ -61,12 +81,18 @@ class MetadataField(serializers.DictField):
         return value
 
 
+def _not_null(value: Any) -> Any:
+    if value is None:
+        raise serializers.ValidationError("payload must not be null.")
+    return value
+
+
 class JobCreateSerializer(StrictSerializer):
-    due_at = AwareDateTimeField(help_text="When to deliver: ISO 8601 with a UTC offset.")
+    due_at = DueAtField(help_text="When to deliver: ISO 8601 with a UTC offset.")
     payload = serializers.JSONField(
         required=False, help_text="Any JSON value but null; delivered as is. Default {}."
     )
-    callback_url = StrictCharField(
+    callback_url = CallbackUrlField(
         max_length=2048, required=False, help_text="http(s) URL to POST to. Give this or handler."
     )
     handler = StrictCharField(
@@ -91,6 +117,9 @@ class JobCreateSerializer(StrictSerializer):
         allow_null=True,
         help_text="Not delivered by due_at + this: the job ends as expired, never late.",
     )
+
+    def validate_payload(self, value: Any) -> Any:
+        return _not_null(value)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         given = [name for name in ("callback_url", "handler") if name in attrs]
@@ -160,6 +189,10 @@ def _plain_job(item: Any, fields: Mapping[str, serializers.Field]) -> dict[str, 
         if text is None:
             return None
         out[name] = text
+    if "callback_url" in out and not re.match(
+        contract.callback_url_pattern(allowlist_hosts()), out["callback_url"]
+    ):
+        return None
     due_at = item.get("due_at")
     if type(due_at) is not str:
         return None
@@ -261,8 +294,11 @@ def bulk_result_body(results: list[tuple[Job, bool]]) -> dict[str, Any]:
 
 
 class JobRescheduleSerializer(StrictSerializer):
-    due_at = AwareDateTimeField(help_text="The new due time.")
+    due_at = DueAtField(help_text="The new due time.")
     payload = serializers.JSONField(required=False, help_text="Replaces the payload if given.")
+
+    def validate_payload(self, value: Any) -> Any:
+        return _not_null(value)
 
 
 class JobCancelManySerializer(StrictSerializer):
@@ -277,13 +313,14 @@ class JobCancelManySerializer(StrictSerializer):
         return attrs
 
 
-class JobListQuerySerializer(StrictSerializer):
+class JobListQuerySerializer(QuerySerializer):
     status = serializers.ChoiceField(choices=JobStatus.choices, required=False)
     due_after = AwareDateTimeField(required=False, help_text="due_at at or after this.")
     due_before = AwareDateTimeField(required=False, help_text="due_at before this.")
     metadata = serializers.ListField(
-        child=serializers.CharField(max_length=MAX_METADATA_KEY_CHARS + MAX_METADATA_VALUE_CHARS),
+        child=StrictCharField(),
         required=False,
+        max_length=MAX_METADATA_ENTRIES,
         help_text="key=value; repeat for several (all must match).",
     )
     schedule_id = serializers.UUIDField(
@@ -292,14 +329,26 @@ class JobListQuerySerializer(StrictSerializer):
     cursor = serializers.CharField(required=False, help_text="next_cursor of the previous page.")
     limit = serializers.IntegerField(min_value=1, max_value=MAX_BULK_JOBS, required=False)
 
+    def validate_cursor(self, value: str) -> str:
+        return cursor_checked(value)
+
     def validate_metadata(self, value: list[str]) -> dict[str, str]:
         pairs: dict[str, str] = {}
         for item in value:
-            key, sep, val = item.partition("=")
-            if not sep or not key:
-                raise serializers.ValidationError("Use key=value.")
+            if not re.match(contract.METADATA_FILTER, item):
+                raise serializers.ValidationError(
+                    f"Use key=value (key 1 to {MAX_METADATA_KEY_CHARS} characters without '=',"
+                    f" value up to {MAX_METADATA_VALUE_CHARS})."
+                )
+            key, _, val = item.partition("=")
             pairs[key] = val
         return pairs
+
+
+def cursor_checked(value: str) -> str:
+    if not re.match(contract.CURSOR, value):
+        raise serializers.ValidationError("Invalid cursor.")
+    return value
 
 
 class JobSerializer(serializers.Serializer):
@@ -327,11 +376,11 @@ class JobSerializer(serializers.Serializer):
         allow_null=True, help_text="The occurrence's instant (due_at may be later: the window)."
     )
 
-    @extend_schema_field({"type": "string", "format": "uri", "nullable": True})
+    @extend_schema_field({"type": ["string", "null"], "format": "uri"})
     def get_callback_url(self, job: Job) -> str | None:
         return job.target if job.target_kind == TargetKind.WEBHOOK else None
 
-    @extend_schema_field({"type": "string", "nullable": True})
+    @extend_schema_field({"type": ["string", "null"]})
     def get_handler(self, job: Job) -> str | None:
         return job.target if job.target_kind == TargetKind.HANDLER else None
 

@@ -11,6 +11,7 @@ urlpatterns = [
     path("jobs/bulk", views.JobBulkCreateView.as_view(), name="jobs-bulk"),
     path("jobs/cancel", views.JobCancelManyView.as_view(), name="jobs-cancel"),
     path("jobs/<uuid:job_id>", views.JobDetailView.as_view(), name="job-detail"),
+    path("jobs/<uuid:job_id>/cancel", views.JobCancelView.as_view(), name="job-cancel"),
     path("jobs/<uuid:job_id>/attempts", views.JobAttemptsView.as_view(), name="job-attempts"),
     path("jobs/<uuid:job_id>/requeue", views.JobRequeueView.as_view(), name="job-requeue"),
     path("schedules", schedule_views.ScheduleListCreateView.as_view(), name="schedules"),

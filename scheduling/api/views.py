@@ -205,13 +205,21 @@ class JobDetailView(TeamView):
         job = services.job_reschedule(team=self.team, job_id=job_id, **serializer.validated_data)
         return Response(job_body(job))
 
+
+@extend_schema(tags=["jobs"], parameters=[schema.JOB_ID_PARAMETER])
+class JobCancelView(TeamView):
     @extend_schema(
         operation_id="jobs_cancel",
         summary="Cancel a pending job",
-        description="The job stays readable with status `canceled`.",
+        description=(
+            "A state change, not a deletion: the job stays readable (GET, attempts, "
+            "list) with status `canceled`, which this answer already shows. That is "
+            "why cancel is a POST here and the API has no DELETE on a job."
+        ),
+        request=None,
         responses={200: JobSerializer, **schema.errors(*schema.COMMON, 404, 409)},
     )
-    def delete(self, request: Request, job_id: str) -> Response:
+    def post(self, request: Request, job_id: str) -> Response:
         job = services.job_cancel(team=self.team, job_id=job_id)
         return Response(job_body(job))
 

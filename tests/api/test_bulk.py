@@ -78,13 +78,18 @@ def test_service_error_in_bulk_names_the_item_and_request_field(api) -> None:
     assert response.status_code == 400
     error = error_of(response)
     assert error["code"] == "invalid_target"
-    assert list(error["fields"]) == ["jobs[5].handler"]
-    del jobs[5]
+    # The callback URL is refused by its field, before the service sees any job.
+    assert list(error["fields"]) == ["jobs[6].callback_url"]
+    callback = jobs.pop(6)
+    response = api.post(BULK, {"jobs": jobs}, format="json")
+    assert list(error_of(response)["fields"]) == ["jobs[5].handler"]
+    jobs[5] = callback
     response = api.post(BULK, {"jobs": jobs}, format="json")
     assert list(error_of(response)["fields"]) == ["jobs[5].callback_url"]
     jobs[1]["due_at"] = iso(db_now() + timedelta(days=1000))
     response = api.post(BULK, {"jobs": jobs}, format="json")
-    assert list(error_of(response)["fields"]) == ["jobs[1].due_at"]
+    assert list(error_of(response)["fields"]) == ["jobs[1].due_at", "jobs[5].callback_url"]
+    assert error_of(response)["code"] == "invalid"  # two kinds of error at once
     assert not Job.objects.exists()
 
 

@@ -81,7 +81,7 @@ def test_get_and_cross_team_404(api, other_api) -> None:
     for response in (
         other_api.get(f"{URL}/{job_id}"),
         other_api.patch(f"{URL}/{job_id}", {"due_at": iso(db_now())}, format="json"),
-        other_api.delete(f"{URL}/{job_id}"),
+        other_api.post(f"{URL}/{job_id}/cancel"),
     ):
         assert response.status_code == 404
         assert error_of(response)["code"] == "not_found"
@@ -270,13 +270,16 @@ def test_reschedule_rejects_other_fields_and_bad_times(api) -> None:
 
 def test_cancel_keeps_the_job_readable_and_second_cancel_is_409(api) -> None:
     job_id = create(api).json()["id"]
-    response = api.delete(f"{URL}/{job_id}")
+    response = api.post(f"{URL}/{job_id}/cancel")
     assert response.status_code == 200 and response.json()["status"] == "canceled"
     assert api.get(f"{URL}/{job_id}").json()["status"] == "canceled"
-    again = api.delete(f"{URL}/{job_id}")
+    again = api.post(f"{URL}/{job_id}/cancel")
     assert again.status_code == 409 and error_of(again)["code"] == "not_pending"
     patch = api.patch(f"{URL}/{job_id}", {"due_at": iso(db_now())}, format="json")
     assert patch.status_code == 409
+    # Cancel is a state change, not a deletion: there is no DELETE on a job.
+    delete = api.delete(f"{URL}/{job_id}")
+    assert delete.status_code == 405 and error_of(delete)["code"] == "method_not_allowed"
 
 
 @pytest.mark.parametrize("state", ["in flight", JobStatus.DELIVERED, JobStatus.EXPIRED])
@@ -286,7 +289,7 @@ def test_cancel_or_reschedule_of_in_flight_or_finished_job_is_409(api, state) ->
         in_flight_mark(Job.objects.get(id=job_id))
     else:
         Job.objects.filter(id=job_id).update(status=state)
-    response = api.delete(f"{URL}/{job_id}")
+    response = api.post(f"{URL}/{job_id}/cancel")
     assert response.status_code == 409
     assert error_of(response)["code"] == "not_pending"
     assert ("being delivered" if state == "in flight" else state) in error_of(response)["message"]
@@ -346,3 +349,25 @@ def test_unknown_api_path_is_json_404(api) -> None:
     response = api.get("/api/v1/nothing-here")
     assert response.status_code == 404
     assert error_of(response)["code"] == "not_found"
+
+
+def test_the_horizon_is_a_written_date_the_schema_states(api) -> None:
+    from django.utils import timezone
+
+    from scheduling.api.contract import latest_due_date
+
+    last = latest_due_date(timezone.now().date())
+    ok = api.post(URL, {"due_at": f"{last}T23:59:59-23:59", "handler": "noop"}, format="json")
+    assert ok.status_code == 201, ok.json()
+    late = api.post(
+        URL, {"due_at": f"{last + timedelta(days=1)}T00:00:00Z", "handler": "noop"}, format="json"
+    )
+    assert late.status_code == 400 and error_of(late)["code"] == "invalid_due_at"
+
+
+def test_payload_null_is_refused_and_integral_floats_are_integers(api) -> None:
+    due = iso(db_now() + timedelta(hours=1))
+    null = api.post(URL, {"due_at": due, "handler": "noop", "payload": None}, format="json")
+    assert null.status_code == 400 and "payload" in error_of(null)["fields"]
+    spread = create(api, due_at=due, handler="noop", window_seconds=10.0)
+    assert spread.status_code == 201 and spread.json()["window_seconds"] == 10

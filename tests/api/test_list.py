@@ -90,3 +90,22 @@ def test_bad_query_is_400(api, params) -> None:
     response = api.get(URL, params)
     assert response.status_code == 400
     assert error_of(response)["fields"]
+
+
+@pytest.mark.parametrize("name", ["cursor", "due_after", "due_before", "limit", "status"])
+def test_an_empty_query_value_is_a_400_naming_it(api, name) -> None:
+    # The schema gives each a format or a minimum length: empty is not "absent".
+    response = api.get(f"{URL}?{name}=")
+    assert response.status_code == 400 and name in error_of(response)["fields"]
+
+
+@pytest.mark.parametrize("value", ["booking", "=42", "k" * 65 + "=v", "k=" + "v" * 513])
+def test_a_metadata_filter_must_be_key_equals_value(api, value) -> None:
+    response = api.get(URL, {"metadata": value})
+    assert response.status_code == 400 and "metadata" in error_of(response)["fields"]
+
+
+def test_any_string_of_the_cursor_shape_is_a_cursor(api) -> None:
+    response = api.get(URL, {"cursor": "0." + "0" * 32})
+    assert response.status_code == 200
+    assert error_of(api.get(URL, {"cursor": "MjAyNy0w"}))["fields"]["cursor"]

@@ -50,7 +50,7 @@ def test_single_job_calls_cost_a_few_statements(api) -> None:
         # (two statements on PostgreSQL: the look must see what committed before the
         # lock was granted; docs/pollers.md, "In flight").
         "patch": (lambda: api.patch(f"/api/v1/jobs/{job_id}", {"due_at": due}, format="json"), 7),
-        "delete": (lambda: api.delete(f"/api/v1/jobs/{job_id}"), 6),
+        "cancel": (lambda: api.post(f"/api/v1/jobs/{job_id}/cancel"), 6),
     }
     for name, (call, most) in bounds.items():
         sql = statements(call)

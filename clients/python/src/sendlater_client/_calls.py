@@ -126,7 +126,7 @@ def reschedule(job_id: Any, due_at: datetime | str, payload: Any = None) -> Call
 
 
 def cancel(job_id: Any) -> Call:
-    return Call("DELETE", f"/api/v1/jobs/{_path_id(job_id)}", Job.from_json)
+    return Call("POST", f"/api/v1/jobs/{_path_id(job_id)}/cancel", Job.from_json)
 
 
 def cancel_many(

@@ -1,0 +1,29 @@
+"""Over-long URLs answer 414 in the API's JSON error shape.
+
+gunicorn's own request-line limit answers with a plain-text 414 that no client of
+the schema can parse, so gunicorn.conf.py lifts that limit and this middleware, first
+in the chain, applies the bound instead (SENDLATER_MAX_URL_BYTES).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from scheduling.api.errors import error_body
+
+
+class UrlLengthMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        limit = settings.SENDLATER_MAX_URL_BYTES
+        length = len(request.META.get("PATH_INFO", "").encode("utf-8", "surrogateescape"))
+        length += len(request.META.get("QUERY_STRING", ""))
+        if length > limit:
+            message = f"The URL is longer than {limit} bytes (SENDLATER_MAX_URL_BYTES)."
+            return JsonResponse(error_body("uri_too_long", message), status=414)
+        return self.get_response(request)
