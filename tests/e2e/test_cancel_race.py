@@ -41,6 +41,17 @@ def _due_job(team) -> Job:
     return job
 
 
+def _due_job_leased(team) -> tuple[Job, int]:
+    """A job due now, and the epoch of poller "x"'s lease on its shard."""
+    job = _due_job(team)
+    shard_rows_ensure(shard_count=64)
+    now = db_now()
+    epoch = claims.lease_acquire(
+        owner="x", shards=[job.shard], now=now, until=now + timedelta(minutes=5)
+    )[job.shard]
+    return job, epoch
+
+
 def _waiting_for_advisory_lock() -> bool:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
@@ -50,12 +61,7 @@ def _waiting_for_advisory_lock() -> bool:
 def test_a_cancel_waits_for_a_read_in_progress_and_answers_409(team) -> None:
     """The poller's read holds the window lock: the cancel waits for its batch row
     and answers 409; without the wait it would have canceled a job being delivered."""
-    job = _due_job(team)
-    shard_rows_ensure(shard_count=64)
-    now = db_now()
-    epoch = claims.lease_acquire(
-        owner="x", shards=[job.shard], now=now, until=now + timedelta(minutes=5)
-    )[job.shard]
+    job, epoch = _due_job_leased(team)
     reader = run_django_script(
         "import time\n"
         "from datetime import datetime\n"
@@ -86,12 +92,7 @@ def test_a_cancel_waits_for_a_read_in_progress_and_answers_409(team) -> None:
 def test_a_read_waits_for_a_cancel_in_progress_and_skips_the_job(team) -> None:
     """The cancel holds the job's row lock and the shared window lock: the poller's
     read waits, then no longer sees the job (its snapshot is taken after the lock)."""
-    job = _due_job(team)
-    shard_rows_ensure(shard_count=64)
-    now = db_now()
-    epoch = claims.lease_acquire(
-        owner="x", shards=[job.shard], now=now, until=now + timedelta(minutes=5)
-    )[job.shard]
+    job, epoch = _due_job_leased(team)
     with transaction.atomic():
         locked = job_for_update(team=team, job_id=job.id)
         window_lock_shared([locked.shard])
