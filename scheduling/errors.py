@@ -55,3 +55,12 @@ class TeamNotFound(SchedulingError):
 class ScheduleNotFound(SchedulingError):
     code = "not_found"
     status = 404
+
+
+class FlowControlNotFound(SchedulingError):
+    code = "not_found"
+    status = 404
+
+
+class InvalidFlowControl(SchedulingError):
+    code = "invalid_flow_control"

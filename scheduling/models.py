@@ -138,6 +138,8 @@ class Job(models.Model):
     # leaves its delivered occurrences readable.
     schedule_id = models.UUIDField(null=True, blank=True)
     scheduled_for = models.DateTimeField(null=True, blank=True)
+    # Flow control (``scheduling.flow``): the team's key whose limits this job obeys.
+    flow_control_key = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001 (NULL = none)
 
     class Meta:
         # No unique key but the primary key: on PostgreSQL the table is partitioned
@@ -171,6 +173,13 @@ class Job(models.Model):
                 fields=["schedule_id", "due_at"],
                 condition=Q(schedule_id__isnull=False),
                 name="job_schedule_due",
+            ),
+            # A key's waiting jobs in due order (the pollers' reads of a held key, the
+            # console's waiting counts). Partial: jobs without a key carry no entry.
+            models.Index(
+                fields=["team", "flow_control_key", "due_at"],
+                condition=Q(status="pending", flow_control_key__isnull=False),
+                name="job_pending_flow_key",
             ),
         ]
 
@@ -341,6 +350,8 @@ class Schedule(models.Model):
     anchor_at = models.DateTimeField()
     missed = models.CharField(max_length=16, choices=MissedPolicy.choices, default="skip")
     paused = models.BooleanField(default=False)
+    # Copied to every occurrence (``Job.flow_control_key``).
+    flow_control_key = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001 (NULL = none)
     # mmh3.hash(str(id), signed=False): the shard is this modulo the shard indices in use.
     shard_hash = models.BigIntegerField()
     next_at = models.DateTimeField(null=True, blank=True)
@@ -411,3 +422,6 @@ class ThrottleCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}: {self.count} until {self.window_end}"
+
+
+from scheduling.flow.models import FlowControl, FlowSlot  # noqa: E402, F401 (registers the models)

@@ -1,0 +1,100 @@
+"""Reads of flow control: a key's limits with its live state (waiting, in flight, used)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import Count, Sum
+
+from scheduling.clock import db_now
+from scheduling.flow.models import FlowControl, FlowSlot
+from scheduling.models import Job, JobStatus
+
+
+@dataclass(frozen=True, slots=True)
+class FlowState:
+    """A key's limits and what it is doing now."""
+
+    flow: FlowControl
+    waiting: int  # due pending jobs not in flight: held back by the key
+    in_flight: int  # deliveries in flight across all pollers
+    delivered_in_period: int  # deliveries started in the current period
+
+    @property
+    def rate_in_use(self) -> float | None:
+        """The share of the rate used in the current period (None: no rate limit)."""
+        if not self.flow.rate:
+            return None
+        return self.delivered_in_period / self.flow.rate
+
+
+def _in_flight(flows: Iterable[FlowControl], now: datetime) -> dict[int, int]:
+    rows = (
+        FlowSlot.objects.filter(flow__in=[f.pk for f in flows], expires_at__gt=now, slots__gt=0)
+        .values("flow_id")
+        .annotate(total=Sum("slots"))
+    )
+    return {row["flow_id"]: int(row["total"]) for row in rows}
+
+
+def _due_pending(flows: Iterable[FlowControl], now: datetime) -> dict[tuple[int, str], int]:
+    """Due pending jobs per (team, key): one grouped read of the partial key index."""
+    flows = list(flows)
+    if not flows:
+        return {}
+    teams = {f.team_id for f in flows}
+    keys = {f.key for f in flows}
+    rows = (
+        Job.objects.filter(
+            status=JobStatus.PENDING,
+            team_id__in=teams,
+            flow_control_key__in=keys,
+            due_at__lte=now,
+        )
+        .values("team_id", "flow_control_key")
+        .annotate(n=Count("id"))
+    )
+    return {(row["team_id"], row["flow_control_key"]): int(row["n"]) for row in rows}
+
+
+def _period_count(flow: FlowControl, now: datetime) -> int:
+    if flow.window_start is None:
+        return 0
+    if now >= flow.window_start + timedelta(seconds=flow.period_seconds):
+        return 0
+    return flow.window_count
+
+
+def flow_states(flows: Iterable[FlowControl], *, now: datetime | None = None) -> list[FlowState]:
+    """The live state of ``flows``, in their order. Three reads, whatever their number."""
+    flows = list(flows)
+    now = now or db_now()
+    in_flight = _in_flight(flows, now)
+    due = _due_pending(flows, now)
+    states = []
+    for flow in flows:
+        busy = in_flight.get(flow.pk, 0)
+        waiting = max(0, due.get((flow.team_id, flow.key), 0) - busy)
+        states.append(FlowState(flow, waiting, busy, _period_count(flow, now)))
+    return states
+
+
+def flow_get(*, team_id: int, key: str) -> FlowControl | None:
+    return FlowControl.objects.filter(team_id=team_id, key=key).first()
+
+
+def flow_list(*, team_id: int | None = None) -> list[FlowControl]:
+    """A team's keys by name (every team's with None: the console)."""
+    flows = FlowControl.objects.select_related("team").order_by("team_id", "key")
+    if team_id is not None:
+        flows = flows.filter(team_id=team_id)
+    return list(flows)
+
+
+def flow_states_by_waiting(*, limit: int | None = None) -> list[FlowState]:
+    """Every team's keys, most waiting first (the console, ``/metrics``)."""
+    states = flow_states(flow_list())
+    states.sort(key=lambda s: (-s.waiting, -s.in_flight, s.flow.team_id, s.flow.key))
+    return states if limit is None else states[:limit]

@@ -1,0 +1,95 @@
+"""Writes of flow control: set, remove, pause and resume a team's key limits."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from scheduling.clock import db_now
+from scheduling.errors import FlowControlNotFound, InvalidFlowControl
+from scheduling.flow.models import FlowControl
+from scheduling.models import Team
+
+KEY_MAX_CHARS = 100
+PERIOD_MIN_SECONDS = 1
+PERIOD_MAX_SECONDS = 86_400  # one day
+
+
+def limits_validate(
+    *, key: str, rate: int | None, period_seconds: int, parallelism: int | None
+) -> None:
+    """Raise InvalidFlowControl naming the field at fault (the API's serializer checks
+    the same rules first; this guards every other caller)."""
+    if not key or len(key) > KEY_MAX_CHARS:
+        raise InvalidFlowControl(f"a key is 1 to {KEY_MAX_CHARS} characters", field="key")
+    if rate is not None and rate < 1:
+        raise InvalidFlowControl("rate must be at least 1", field="rate")
+    if not PERIOD_MIN_SECONDS <= period_seconds <= PERIOD_MAX_SECONDS:
+        raise InvalidFlowControl(
+            f"period_seconds must be between {PERIOD_MIN_SECONDS} and {PERIOD_MAX_SECONDS}",
+            field="period_seconds",
+        )
+    if parallelism is not None and parallelism < 1:
+        raise InvalidFlowControl("parallelism must be at least 1", field="parallelism")
+    if rate is None and parallelism is None:
+        raise InvalidFlowControl("give rate, parallelism or both", field="rate")
+
+
+def flow_limits_set(
+    *,
+    team: Team,
+    key: str,
+    rate: int | None,
+    period_seconds: int = 1,
+    parallelism: int | None = None,
+) -> tuple[FlowControl, bool]:
+    """Set ``key``'s limits (a PUT: what is not given is no longer limited).
+
+    Returns the row and whether it was created. The pause state and the counters
+    are kept: a new rate applies from the key's next free slot on.
+    """
+    limits_validate(key=key, rate=rate, period_seconds=period_seconds, parallelism=parallelism)
+    now = db_now()
+    with transaction.atomic():
+        flow, created = FlowControl.objects.select_for_update().get_or_create(
+            team=team,
+            key=key,
+            defaults={
+                "rate": rate,
+                "period_seconds": period_seconds,
+                "parallelism": parallelism,
+                "created_at": now,
+                "updated_at": now,
+            },
+        )
+        if not created:
+            flow.rate, flow.period_seconds, flow.parallelism = rate, period_seconds, parallelism
+            flow.updated_at = now
+            flow.save(update_fields=["rate", "period_seconds", "parallelism", "updated_at"])
+    return flow, created
+
+
+def flow_limits_delete(*, team: Team, key: str) -> None:
+    """Remove ``key``'s limits and pause: its jobs go out as unlimited traffic."""
+    deleted, _ = FlowControl.objects.filter(team=team, key=key).delete()
+    if not deleted:
+        raise FlowControlNotFound(f"no flow control for key {key!r}")
+
+
+def flow_pause_set(*, team: Team, key: str, paused: bool) -> FlowControl:
+    """Pause or resume ``key``. Pausing a key without limits records it (paused, no
+    limits); a paused key's due jobs stay pending and start in due order on resume."""
+    if not key or len(key) > KEY_MAX_CHARS:
+        raise InvalidFlowControl(f"a key is 1 to {KEY_MAX_CHARS} characters", field="key")
+    now = db_now()
+    with transaction.atomic():
+        flow = FlowControl.objects.select_for_update().filter(team=team, key=key).first()
+        if flow is None:
+            if not paused:
+                raise FlowControlNotFound(f"no flow control for key {key!r}")
+            return FlowControl.objects.create(
+                team=team, key=key, paused=True, created_at=now, updated_at=now
+            )
+        if flow.paused != paused:
+            flow.paused, flow.updated_at = paused, now
+            flow.save(update_fields=["paused", "updated_at"])
+    return flow
