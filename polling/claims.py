@@ -14,42 +14,32 @@ shared with cancel and reschedule).
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Container, Iterable
 from datetime import datetime
 from uuid import UUID
 
 from django.db import transaction
 
+from polling.checkpoints import Front as Front
+from polling.checkpoints import checkpoint_advance as checkpoint_advance
+from polling.checkpoints import frontier as frontier
+from polling.checkpoints import sweep_find as sweep_find
+from polling.checkpoints import sweep_move as sweep_move
 from polling.dispatch.base import ClaimedJob
 from polling.sqlutil import (
     LEASE_FENCE,
     dt,
     fetch_all,
-    floor,
-    id_in,
     is_postgres,
     placeholders,
     rowcount,
     to_dt,
     to_json,
     to_uuid,
-    uid,
-    values_rows,
 )
 from polling.writeback import Result as Result
 from polling.writeback import write_back as write_back
 from scheduling.inflight import WINDOW_LOCK_CLASS, ids_text
-
-# Shard ``{shard}`` has pending rows (in flight or not) in recorded bucket ``b``: an
-# exact index probe per bucket, pruned to one partition when it runs. ``IS TRUE``
-# keeps it a subplan: a bare EXISTS is pulled up into a semi-join, which PostgreSQL
-# plans against every partition (0.5 s a pass with 400 partitions, against ~1 ms).
-_BUCKET_HOLDS_ROWS = (
-    "(EXISTS (SELECT 1 FROM scheduling_job p WHERE p.bucket = b.start AND p.shard = {shard}"
-    " AND p.status = 'pending') IS TRUE)"
-)
-
 
 # --- leases -------------------------------------------------------------------
 
@@ -292,142 +282,5 @@ def _uuid_or_none(value: object) -> UUID | None:
     return None if value is None else to_uuid(value)
 
 
-# --- write-back: polling.writeback (re-exported here) -----------------------------
-
-
-# --- checkpoints --------------------------------------------------------------
-
-FRONTIER_SQL = (
-    """
-WITH f AS MATERIALIZED (
-    SELECT c.shard, c.last_drained, (
-        SELECT MIN(b.start) FROM scheduling_bucket b
-        WHERE b.start > COALESCE(c.last_drained, %s) AND b.start <= %s
-          AND b.shard_count > c.shard AND """
-    + _BUCKET_HOLDS_ROWS.format(shard="c.shard")
-    + """
-    ) AS first_bucket
-    FROM polling_shardcheckpoint c WHERE c.shard IN ({shards})
-)
-SELECT f.shard, f.last_drained, f.first_bucket, (
-    SELECT MIN(p.due_at) FROM scheduling_job p
-    WHERE p.bucket = f.first_bucket AND p.shard = f.shard AND p.status = 'pending'
-) FROM f
-"""
-)
-# MATERIALIZED: evaluate the bucket walk once per shard (PostgreSQL would inline it twice).
-
-
-@dataclass(frozen=True, slots=True)
-class Front:
-    """A shard's checkpoint, its first bucket holding work, and that bucket's next due."""
-
-    checkpoint: datetime | None
-    bucket: datetime | None
-    next_due: datetime | None
-
-
-def frontier(*, shards: Iterable[int], open_bucket: datetime) -> dict[int, Front]:
-    """For each shard: checkpoint, first bucket after it with pending rows
-    (up to ``open_bucket``) and the earliest pending ``due_at`` in that bucket.
-
-    A read without locks. It walks the recorded buckets (``scheduling_bucket``)
-    after each checkpoint and probes ``(bucket, shard)`` by index, so a stretch of
-    empty minutes costs nothing and the answer is one statement for all shards.
-    """
-    wanted = sorted(set(shards))
-    if not wanted:
-        return {}
-    rows = fetch_all(
-        FRONTIER_SQL.format(shards=placeholders(len(wanted))),
-        [floor(), dt(open_bucket), *wanted],
-    )
-    return {int(s): Front(to_dt(cp), to_dt(first), to_dt(due)) for s, cp, first, due in rows}
-
-
-CHECKPOINT_ADVANCE_SQL = (
-    """
-WITH v (v_shard, v_epoch, v_target) AS (VALUES {rows})
-UPDATE polling_shardcheckpoint AS c SET last_drained = v.v_target, updated_at = %s
-FROM v
-WHERE c.shard = v.v_shard AND (c.last_drained IS NULL OR c.last_drained < v.v_target) AND """
-    + LEASE_FENCE.format(shard="v.v_shard", epoch="v.v_epoch")
-    + """
-  AND NOT EXISTS (
-    SELECT 1 FROM scheduling_bucket b
-    WHERE b.start > COALESCE(c.last_drained, %s) AND b.start <= v.v_target
-      AND b.shard_count > c.shard AND """
-    + _BUCKET_HOLDS_ROWS.format(shard="c.shard")
-    + """)
-RETURNING shard, last_drained
-"""
-)
-
-
-def checkpoint_advance(
-    *, owner: str, targets: dict[int, tuple[int, datetime]], now: datetime
-) -> dict[int, datetime]:
-    """Move checkpoints forward: ``targets`` maps shard -> (my epoch, closed bucket).
-
-    One statement for all shards. A checkpoint moves only forward, only under my
-    unexpired lease at that epoch, and only if no pending row of the shard (in
-    flight or not) lies in a bucket it passes (checked in the same statement). The caller
-    passes closed buckets only. Returns ``{shard: new checkpoint}``.
-    """
-    if not targets:
-        return {}
-    rows, params = values_rows(
-        [(shard, epoch, dt(target)) for shard, (epoch, target) in sorted(targets.items())]
-    )
-    sql = CHECKPOINT_ADVANCE_SQL.format(rows=rows)
-    written = fetch_all(sql, [*params, dt(now), owner, dt(now), floor()])
-    return {int(shard): to_dt(cp) for shard, cp in written}  # type: ignore[misc]
-
-
-# --- sweep --------------------------------------------------------------------
-
-SWEEP_FIND_SQL = """
-SELECT j.id, j.shard, j.bucket, l.epoch FROM scheduling_job j
-JOIN polling_shardcheckpoint c ON c.shard = j.shard
-JOIN polling_shardlease l ON l.shard = j.shard
-WHERE j.status = 'pending' AND j.bucket <= c.last_drained AND l.owner = %s AND l.expires_at > %s
-ORDER BY j.bucket LIMIT %s
-"""
-
-
-def sweep_find(*, owner: str, now: datetime, limit: int) -> list[tuple[UUID, int, datetime, int]]:
-    """Pending rows at or behind their shard's checkpoint, on shards ``owner`` holds.
-
-    A read without locks: ``(id, shard, bucket, lease epoch)``. Such rows come from
-    writes that committed after the poller had closed and passed their bucket.
-    """
-    rows = fetch_all(SWEEP_FIND_SQL, [owner, dt(now), limit])
-    return [(to_uuid(i), int(s), to_dt(b), int(e)) for i, s, b, e in rows]  # type: ignore[misc]
-
-
-SWEEP_MOVE_SQL = """
-WITH v (v_id, v_old_bucket, v_old_shard, v_epoch, v_bucket, v_shard) AS (VALUES {rows})
-UPDATE scheduling_job AS j SET bucket = v.v_bucket, shard = v.v_shard, updated_at = %s
-FROM v
-WHERE j.bucket IN ({buckets}) AND j.id {ids} AND j.id = v.v_id AND j.status = 'pending'
-  AND j.bucket = v.v_old_bucket
-  AND j.shard = v.v_old_shard AND """ + LEASE_FENCE.format(shard="v.v_old_shard", epoch="v.v_epoch")
-
-
-def sweep_move(
-    *, owner: str, moves: Sequence[tuple[UUID, datetime, int, int, datetime, int]], now: datetime
-) -> int:
-    """Move stranded rows to the open bucket: ``(id, old bucket, old shard, epoch, bucket, shard)``.
-
-    One UPDATE ... FROM (VALUES ...), fenced on the old shard's lease. A row that
-    changed meanwhile (claimed, cancelled, rescheduled) is left alone.
-    """
-    if not moves:
-        return 0
-    rows, params = values_rows(
-        [(uid(i), dt(ob), os_, ep, dt(nb), ns) for i, ob, os_, ep, nb, ns in moves]
-    )
-    old = sorted({ob for _, ob, _, _, _, _ in moves})
-    in_ids, id_params = id_in([m[0] for m in moves])
-    sql = SWEEP_MOVE_SQL.format(rows=rows, buckets=placeholders(len(old)), ids=in_ids)
-    return rowcount(sql, [*params, dt(now), *(dt(b) for b in old), *id_params, owner, dt(now)])
+# --- write-back: polling.writeback; checkpoints and sweep: polling.checkpoints ----------
+# (both re-exported here)
