@@ -17,6 +17,7 @@ from polling.sqlutil import (
     dt,
     fetch_all,
     floor,
+    held_filter,
     id_in,
     placeholders,
     rowcount,
@@ -32,7 +33,7 @@ from polling.sqlutil import (
 # plans against every partition (0.5 s a pass with 400 partitions, against ~1 ms).
 _BUCKET_HOLDS_ROWS = (
     "(EXISTS (SELECT 1 FROM scheduling_job p WHERE p.bucket = b.start AND p.shard = {shard}"
-    " AND p.status = 'pending') IS TRUE)"
+    " AND p.status = 'pending'{held}) IS TRUE)"
 )
 
 
@@ -45,14 +46,14 @@ WITH f AS MATERIALIZED (
         SELECT MIN(b.start) FROM scheduling_bucket b
         WHERE b.start > COALESCE(c.last_drained, %s) AND b.start <= %s
           AND b.shard_count > c.shard AND """
-    + _BUCKET_HOLDS_ROWS.format(shard="c.shard")
+    + _BUCKET_HOLDS_ROWS.format(shard="c.shard", held="{held_walk}")
     + """
     ) AS first_bucket
     FROM polling_shardcheckpoint c WHERE c.shard IN ({shards})
 )
 SELECT f.shard, f.last_drained, f.first_bucket, (
     SELECT MIN(p.due_at) FROM scheduling_job p
-    WHERE p.bucket = f.first_bucket AND p.shard = f.shard AND p.status = 'pending'
+    WHERE p.bucket = f.first_bucket AND p.shard = f.shard AND p.status = 'pending'{held_due}
 ) FROM f
 """
 )
@@ -68,21 +69,24 @@ class Front:
     next_due: datetime | None
 
 
-def frontier(*, shards: Iterable[int], open_bucket: datetime) -> dict[int, Front]:
+def frontier(
+    *, shards: Iterable[int], open_bucket: datetime, held: Sequence[str] = ()
+) -> dict[int, Front]:
     """For each shard: checkpoint, first bucket after it with pending rows
     (up to ``open_bucket``) and the earliest pending ``due_at`` in that bucket.
 
     A read without locks. It walks the recorded buckets (``scheduling_bucket``)
     after each checkpoint and probes ``(bucket, shard)`` by index, so a stretch of
     empty minutes costs nothing and the answer is one statement for all shards.
+    Rows of the flow-control keys in ``held`` (``held_key`` form) are not work: a
+    bucket holding only those is passed over (the checkpoint still stops before it).
     """
     wanted = sorted(set(shards))
     if not wanted:
         return {}
-    rows = fetch_all(
-        FRONTIER_SQL.format(shards=placeholders(len(wanted))),
-        [floor(), dt(open_bucket), *wanted],
-    )
+    walk, walk_params = held_filter("p", held)
+    sql = FRONTIER_SQL.format(shards=placeholders(len(wanted)), held_walk=walk, held_due=walk)
+    rows = fetch_all(sql, [floor(), dt(open_bucket), *walk_params, *wanted, *walk_params])
     return {int(s): Front(to_dt(cp), to_dt(first), to_dt(due)) for s, cp, first, due in rows}
 
 
@@ -98,7 +102,7 @@ WHERE c.shard = v.v_shard AND (c.last_drained IS NULL OR c.last_drained < v.v_ta
     SELECT 1 FROM scheduling_bucket b
     WHERE b.start > COALESCE(c.last_drained, %s) AND b.start <= v.v_target
       AND b.shard_count > c.shard AND """
-    + _BUCKET_HOLDS_ROWS.format(shard="c.shard")
+    + _BUCKET_HOLDS_ROWS.format(shard="c.shard", held="")
     + """)
 RETURNING shard, last_drained
 """

@@ -14,22 +14,26 @@ shared with cancel and reschedule).
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Sequence
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from django.db import transaction
 
+from polling import flowdraw
 from polling.checkpoints import Front as Front
 from polling.checkpoints import checkpoint_advance as checkpoint_advance
 from polling.checkpoints import frontier as frontier
 from polling.checkpoints import sweep_find as sweep_find
 from polling.checkpoints import sweep_move as sweep_move
 from polling.dispatch.base import ClaimedJob
+from polling.flowdraw import FlowKey, Grant, Hold
 from polling.sqlutil import (
     LEASE_FENCE,
     dt,
     fetch_all,
+    held_filter,
     is_postgres,
     placeholders,
     rowcount,
@@ -165,14 +169,33 @@ def inflight_forget(batches: Iterable[int]) -> int:
 
 
 WINDOW_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s, %s)"
+WINDOW_LOCKS_SQL = "SELECT pg_advisory_xact_lock(%s, s) FROM unnest(%s::int[]) AS s ORDER BY s"
 
-TAKE_SQL = """
-SELECT id, team_id, due_at, attempts + 1, target_kind, target, payload, metadata, expires_at,
-    schedule_id, scheduled_for
+_TAKE_COLUMNS = """id, team_id, due_at, attempts + 1, target_kind, target, payload, metadata,
+    expires_at, schedule_id, scheduled_for, flow_control_key"""
+
+TAKE_SQL = (
+    "SELECT "
+    + _TAKE_COLUMNS
+    + """
 FROM scheduling_job j
-WHERE j.bucket = %s AND j.shard = %s AND j.status = 'pending' AND j.due_at <= %s{after}
+WHERE j.bucket = %s AND j.shard = %s AND j.status = 'pending' AND j.due_at <= %s{after}{held}
 ORDER BY j.due_at LIMIT %s
 """
+)
+
+# One flow-control key's due jobs on the reader's shards, in due order, across the
+# buckets its shards have not drained (constants: pruned to those partitions).
+FLOW_TAKE_SQL = (
+    "SELECT "
+    + _TAKE_COLUMNS
+    + """, bucket, shard
+FROM scheduling_job j
+WHERE j.team_id = %s AND j.flow_control_key = %s AND j.status = 'pending' AND j.due_at <= %s
+  AND j.bucket > %s AND j.bucket <= %s AND j.shard IN ({shards}){expired}
+ORDER BY j.due_at LIMIT %s
+"""
+)
 
 BATCH_RECORD_SQL = (
     """
@@ -186,6 +209,25 @@ SELECT %s, %s, %s, %s, %s, %s WHERE """
 class LeaseLost(Exception):
     """The lease of the shard a batch was read from is no longer mine at that epoch."""
 
+    def __init__(self, message: str, *, shard: int | None = None) -> None:
+        super().__init__(message)
+        self.shard = shard
+
+
+class Taken(list[ClaimedJob]):
+    """The jobs a read put in flight, and the flow-control keys it held back.
+
+    ``holds``: ``{(team id, key): Hold}``; ``drained``: the read found every due job
+    it looked for (a key read that took all it found: nothing of the key waits).
+    """
+
+    holds: dict[FlowKey, Hold]
+    drained: bool = False
+
+    def __init__(self, jobs: Iterable[ClaimedJob] = (), holds: dict | None = None) -> None:
+        super().__init__(jobs)
+        self.holds = holds or {}
+
 
 def batch_take(
     *,
@@ -198,84 +240,190 @@ def batch_take(
     after: datetime | None = None,
     skip: Container[UUID] = (),
     fetch: int | None = None,
-) -> list[ClaimedJob]:
+    held: Sequence[str] = (),
+    slots_until: datetime | None = None,
+) -> Taken:
     """Read up to ``limit`` due pending jobs of ``(bucket, shard)`` and record them in flight.
 
     The lease is the lock: no row changes. One transaction: the shard's window lock
     (exclusive; ``scheduling.inflight`` gives the order a cancel follows), then the
     read, oldest ``due_at`` first (from ``after`` on, if given: the caller's read
-    cursor), then one ``InFlightBatch`` row with the ids, fenced on my unexpired
-    lease at ``epoch``: LeaseLost if it is not mine. Rows in ``skip`` (already in
-    flight) are passed over; the read fetches ``fetch`` rows (default ``limit``) so
-    that enough remain. The bucket and shard are constants: PostgreSQL reads one
-    partition's pending index.
+    cursor), then flow control (``polling.flowdraw.admit``: jobs of keys over their
+    limits stay pending and are reported in ``holds``), then one ``InFlightBatch``
+    row with the ids, fenced on my unexpired lease at ``epoch``: LeaseLost if it is
+    not mine. Rows in ``skip`` (already in flight) are passed over; the read fetches
+    ``fetch`` rows (default ``limit``) so that enough remain. Rows of the keys in
+    ``held`` (``sqlutil.held_key`` form) are left out. The bucket and shard are
+    constants: PostgreSQL reads one partition's pending index.
     """
-    sql = TAKE_SQL.format(after=" AND j.due_at >= %s" if after is not None else "")
+    held_sql, held_params = held_filter("j", held)
+    sql = TAKE_SQL.format(after=" AND j.due_at >= %s" if after is not None else "", held=held_sql)
     params = [dt(bucket), shard, dt(now)]
     if after is not None:
         params.append(dt(after))
     with transaction.atomic():
         if is_postgres():
             fetch_all(WINDOW_LOCK_SQL, [WINDOW_LOCK_CLASS, shard])
-        rows = fetch_all(sql, [*params, fetch or limit])
-        if not is_postgres():  # SQLite returns text: ids, datetimes and JSON as strings
-            rows = [
-                (
-                    to_uuid(r[0]),
-                    r[1],
-                    to_dt(r[2]),
-                    *r[3:8],
-                    to_dt(r[8]),
-                    _uuid_or_none(r[9]),
-                    to_dt(r[10]),
-                )
-                for r in rows
-            ]
+        rows = _rows(fetch_all(sql, [*params, *held_params, fetch or limit]))
         if skip:
             rows = [r for r in rows if r[0] not in skip]
         rows = rows[:limit]
         if not rows:
-            return []
-        ids = ids_text(r[0] for r in rows)
-        recorded = fetch_all(
-            BATCH_RECORD_SQL,
-            [shard, epoch, owner, ids, len(rows), dt(now), shard, owner, epoch, dt(now)],
+            return Taken()
+        rows, grants, holds = flowdraw.admit(
+            rows, owner=owner, now=now, slots_until=slots_until or now, defer_limited=True
         )
-        if not recorded:
-            raise LeaseLost(f"shard {shard}: lease at epoch {epoch} is no longer {owner}'s")
-    batch = int(recorded[0][0])
+        if not rows:
+            return Taken((), holds)
+        batch = _batch_record(owner, shard, epoch, rows, now)
+    return Taken(
+        (_job(r, bucket, shard, epoch, batch, grants) for r in rows),
+        holds,
+    )
+
+
+def flow_take(
+    *,
+    owner: str,
+    leases: dict[int, int],
+    team_id: int,
+    key: str,
+    after_bucket: datetime,
+    open_bucket: datetime,
+    now: datetime,
+    limit: int,
+    skip: Container[UUID] = (),
+    fetch: int | None = None,
+    expired_only: bool = False,
+    slots_until: datetime | None = None,
+) -> Taken:
+    """Read a held flow-control key's due jobs on my shards and record those it may send.
+
+    For a key the caller keeps out of its shard reads (``held``): up to ``limit`` of
+    the key's due pending jobs on the shards of ``leases`` (``{shard: epoch}``) in
+    buckets after ``after_bucket`` up to ``open_bucket``, oldest first across those
+    shards, through ``flowdraw.admit``, then one batch per shard, fenced like
+    ``batch_take`` (LeaseLost names the shard; nothing is recorded then). One
+    transaction, which takes the window lock of every shard of ``leases`` first
+    (ascending). ``expired_only``: only jobs past their ``expires_at`` (a paused key).
+    ``drained`` is set when nothing of the key is left waiting.
+    """
+    shards = sorted(leases)
+    if not shards:
+        return Taken()
+    sql = FLOW_TAKE_SQL.format(
+        shards=placeholders(len(shards)),
+        expired=" AND j.expires_at <= %s" if expired_only else "",
+    )
+    params = [team_id, key, dt(now), dt(after_bucket), dt(open_bucket), *shards]
+    if expired_only:
+        params.append(dt(now))
+    fetch = fetch or limit
+    with transaction.atomic():
+        if is_postgres():
+            fetch_all(WINDOW_LOCKS_SQL, [WINDOW_LOCK_CLASS, shards])
+        found = fetch_all(sql, [*params, fetch])
+        rows = _rows([r[:12] for r in found])
+        places = {row[0]: (to_dt(r[12]), int(r[13])) for row, r in zip(rows, found, strict=True)}
+        if skip:
+            rows = [r for r in rows if r[0] not in skip]
+        short = len(found) < fetch
+        rows = rows[:limit]
+        if not rows:
+            taken = Taken()
+            taken.drained = short
+            return taken
+        rows, grants, holds = flowdraw.admit(
+            rows, owner=owner, now=now, slots_until=slots_until or now
+        )
+        jobs: list[ClaimedJob] = []
+        for shard in sorted({places[r[0]][1] for r in rows}):
+            mine = [r for r in rows if places[r[0]][1] == shard]
+            batch = _batch_record(owner, shard, leases[shard], mine, now)
+            jobs += (_job(r, places[r[0]][0], shard, leases[shard], batch, grants) for r in mine)
+    jobs.sort(key=lambda job: job.due_at)
+    taken = Taken(jobs, holds)
+    taken.drained = short and not holds
+    return taken
+
+
+def _batch_record(
+    owner: str, shard: int, epoch: int, rows: Sequence[tuple[Any, ...]], now: datetime
+) -> int:
+    ids = ids_text(r[0] for r in rows)
+    recorded = fetch_all(
+        BATCH_RECORD_SQL,
+        [shard, epoch, owner, ids, len(rows), dt(now), shard, owner, epoch, dt(now)],
+    )
+    if not recorded:
+        raise LeaseLost(
+            f"shard {shard}: lease at epoch {epoch} is no longer {owner}'s", shard=shard
+        )
+    return int(recorded[0][0])
+
+
+def _rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows as PostgreSQL returns them (SQLite returns ids, datetimes, JSON as text)."""
+    if is_postgres():
+        return rows
     return [
-        ClaimedJob(
-            id=job_id,
-            team_id=team_id,
-            due_at=due_at,
-            bucket=bucket,  # the read names one (bucket, shard)
-            shard=shard,
-            attempt=attempt,
-            target_kind=target_kind,
-            target=target,
-            payload=to_json(payload),
-            metadata=to_json(metadata) or {},
-            expires_at=expires_at,
-            schedule_id=schedule_id,
-            scheduled_for=scheduled_for,
-            epoch=epoch,
-            batch=batch,
+        (
+            to_uuid(r[0]),
+            r[1],
+            to_dt(r[2]),
+            *r[3:8],
+            to_dt(r[8]),
+            _uuid_or_none(r[9]),
+            to_dt(r[10]),
+            r[11],
         )
-        for (
-            job_id,
-            team_id,
-            due_at,
-            attempt,
-            target_kind,
-            target,
-            payload,
-            metadata,
-            expires_at,
-            schedule_id,
-            scheduled_for,
-        ) in rows
+        for r in rows
     ]
+
+
+def _job(
+    row: tuple[Any, ...],
+    bucket: datetime | None,
+    shard: int,
+    epoch: int,
+    batch: int,
+    grants: dict[Any, Grant],
+) -> ClaimedJob:
+    (
+        job_id,
+        team_id,
+        due_at,
+        attempt,
+        target_kind,
+        target,
+        payload,
+        metadata,
+        expires_at,
+        schedule_id,
+        scheduled_for,
+        flow_key,
+    ) = row
+    flow, send_at = grants.get(job_id, (0, None)) if grants else (0, None)
+    return ClaimedJob(
+        id=job_id,
+        team_id=team_id,
+        due_at=due_at,
+        bucket=bucket,  # type: ignore[arg-type]
+        shard=shard,
+        attempt=attempt,
+        target_kind=target_kind,
+        target=target,
+        payload=to_json(payload),
+        metadata=to_json(metadata) or {},
+        expires_at=expires_at,
+        schedule_id=schedule_id,
+        scheduled_for=scheduled_for,
+        epoch=epoch,
+        batch=batch,
+        flow_key=flow_key,
+        flow=flow,
+        send_at=send_at,
+    )
 
 
 def _uuid_or_none(value: object) -> UUID | None:

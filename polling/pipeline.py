@@ -24,6 +24,7 @@ jobs it already has in flight, which are still pending rows.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import queue
 import time
@@ -38,6 +39,8 @@ from polling.attempts import attempts_record
 from polling.cursors import ReadCursors
 from polling.dispatch.base import ClaimedJob, Outcome, is_pipelined
 from polling.failpoints import failpoint
+from polling.flowdraw import slots_give
+from polling.flowgate import FlowGate
 from polling.renewer import PROGRESS
 from polling.retries import results_build
 
@@ -73,22 +76,27 @@ class Pipeline:
         self._ready_since: float | None = None  # when the oldest unwritten result arrived
         self.by_shard: Counter[int] = Counter()  # jobs in the window per shard
         self.cursors = ReadCursors(rescan_seconds)
+        self.gate = FlowGate()
         self._batch_left: Counter[int] = Counter()  # in-flight batch -> jobs not yet written
+        # Jobs of rate-limited keys waiting for their slot: (send_at, order, job).
+        self._timed: list[tuple[datetime, int, ClaimedJob]] = []
+        self._timed_order = 0
 
     # --- state --------------------------------------------------------------------
 
     @property
     def in_flight(self) -> int:
         """Jobs in the window: sent, or answered and not yet written back."""
-        return len(self._sent) + len(self._ready_jobs) + len(self._expired)
+        return len(self._sent) + len(self._ready_jobs) + len(self._expired) + len(self._timed)
 
     def room(self) -> int:
         return self.window - self.in_flight
 
     @property
     def all_answered(self) -> bool:
-        """Nothing is out with the sink (what is in the window only awaits its write)."""
-        return not self._sent
+        """Nothing is out with the sink or waiting for its slot (what is in the window
+        only awaits its write)."""
+        return not self._sent and not self._timed
 
     def busy_shards(self) -> set[int]:
         return {shard for shard, count in self.by_shard.items() if count}
@@ -99,16 +107,42 @@ class Pipeline:
         """Put read ``jobs`` (one batch) in the window and hand the live ones to the sink."""
         live: list[ClaimedJob] = []
         self.cursors.handed(jobs)
-        if jobs:
+        self.gate.handed(jobs)
+        batches = {job.batch for job in jobs}  # one, but a key read may span shards
+        if len(batches) == 1:
             self._batch_left[jobs[0].batch] += len(jobs)
+        else:
+            self._batch_left.update(job.batch for job in jobs)
         for job in jobs:
             self.by_shard[job.shard] += 1
             if job.expires_at is not None and job.expires_at <= now:
                 self._expired.append(job)
+            elif job.send_at is not None and job.send_at > now:
+                self._timed_order += 1
+                heapq.heappush(self._timed, (job.send_at, self._timed_order, job))
             else:
                 live.append(job)
         if self._expired and self._ready_since is None:
             self._ready_since = time.monotonic()
+        self._send(live)
+
+    def send_due(self, now: datetime) -> None:
+        """Hand the jobs whose rate slot has come to the sink."""
+        timed = self._timed
+        if not timed or timed[0][0] > now:
+            return
+        due = []
+        while timed and timed[0][0] <= now:
+            due.append(heapq.heappop(timed)[2])
+        self._send(due)
+
+    def seconds_to_send(self, now: datetime) -> float | None:
+        """Seconds until the next rate slot of a job waiting for one (None: none waits)."""
+        if not self._timed:
+            return None
+        return max(0.0, (self._timed[0][0] - now).total_seconds())
+
+    def _send(self, live: list[ClaimedJob]) -> None:
         if not live:
             return
         sent_at = time.monotonic()
@@ -140,6 +174,8 @@ class Pipeline:
         """
         taken = 0
         arrived = self._arrived
+        if timeout > 0 and not self._sent and arrived.empty():
+            time.sleep(timeout)  # nothing out: wait what the caller asked (a write or a slot)
         try:
             if timeout > 0 and arrived.empty() and self._sent:
                 item = arrived.get(timeout=timeout)
@@ -224,6 +260,7 @@ class Pipeline:
                 if len(written) != len(results):  # fenced out: the next owner forgets those
                     done -= {job.batch for job in (*jobs, *expired) if job.id not in written}
                 claims.inflight_forget(done)
+                slots_give(owner=self.owner, counts=_slots(jobs, expired))
         finally:
             for job in jobs:
                 self.by_shard[job.shard] -= 1
@@ -231,6 +268,8 @@ class Pipeline:
                 self.by_shard[job.shard] -= 1
             self.cursors.resolved(jobs)
             self.cursors.resolved(expired)
+            self.gate.resolved(jobs)
+            self.gate.resolved(expired)
             metrics.IN_FLIGHT.set(self.in_flight)
         metrics.WRITEBACK_GROUP.observe(len(results))
         metrics.outcomes_export(results, written, now)
@@ -269,8 +308,20 @@ class Pipeline:
         self._sent.clear()
         self._ready_jobs, self._ready_outcomes, self._expired = [], [], []
         self._ready_since = None
+        self._timed.clear()
         self.by_shard.clear()
         self.cursors.clear()
+        self.gate.clear()
         self._batch_left.clear()
         metrics.IN_FLIGHT.set(0)
         return dropped
+
+
+def _slots(*groups: Sequence[ClaimedJob]) -> dict[int, int]:
+    """Flow-control slots the jobs of ``groups`` held, per FlowControl id."""
+    counts: Counter[int] = Counter()
+    for group in groups:
+        for job in group:
+            if job.flow:
+                counts[job.flow] += 1
+    return counts

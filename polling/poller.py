@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 from django.db import connection
 
-from polling import claims, conf, metrics, selectors, services
+from polling import claims, conf, flowdraw, metrics, selectors, services
 from polling.assignment import shards_for
 from polling.dbtime import DB_TIME, DatabaseTime
 from polling.dispatch.base import PipelinedSink, Sink
@@ -35,6 +35,7 @@ from scheduling import conf as scheduling_conf
 from scheduling import keys
 from scheduling.clock import db_now, is_closed
 from scheduling.failover import connection_discard, is_failover_error
+from scheduling.keys import EPOCH
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +96,10 @@ class Poller:
             rescan_seconds=conf.rescan_seconds(),
         )
         self._releasing: set[int] = set()  # shards to give up once their jobs are written
+        # The buckets a held flow-control key's jobs may lie in: after the least of my
+        # shards' checkpoints, up to the open bucket (set by each pass).
+        self._after_bucket = EPOCH
+        self._open_bucket = EPOCH
 
     # --- time ------------------------------------------------------------------
 
@@ -120,6 +125,7 @@ class Poller:
             now=now,
             lease_seconds=self.lease_seconds,
         )
+        flowdraw.slots_reset(owner=self.name)  # a previous run under this name held none now
         logger.info("poller %s: registered (lease %ss)", self.name, self.lease_seconds)
 
     def stop(self) -> None:
@@ -188,6 +194,12 @@ class Poller:
             # than a tenth of the interval, so a steady stream is still polled in passes).
             until = (self.next_due - self._now()).total_seconds()
             pause = min(pause, max(self.poll_interval / 10, until))
+        gate = self.pipeline.gate
+        if len(gate):
+            # A held flow-control key may go again (its next rate slot, a slot back).
+            recheck = gate.next_recheck()
+            until = 0.0 if recheck is None else (recheck - self._now()).total_seconds()
+            pause = min(pause, max(0.005, until))
         return pause
 
     def step(self, now: datetime | None = None, *, settle: bool = True) -> bool:
@@ -255,6 +267,10 @@ class Poller:
         self._releasing = set()
         # Unwritten results are of epochs just given up: they would be fenced out.
         self.pipeline.forget()
+        try:  # their flow-control slots too (they also lapse with the poller's leases)
+            flowdraw.slots_reset(owner=self.name)
+        except Exception:
+            logger.exception("poller %s: could not give back flow-control slots", self.name)
 
     # --- one iteration -----------------------------------------------------------
 
@@ -283,7 +299,10 @@ class Poller:
         step = timedelta(seconds=self.width)
         last_closed = open_bucket - step if is_closed(open_bucket - step, now) else None
         last_closed = last_closed or open_bucket - 2 * step
-        fronts = claims.frontier(shards=self.leases, open_bucket=open_bucket)
+        fronts = claims.frontier(
+            shards=self.leases, open_bucket=open_bucket, held=self.pipeline.gate.excluded()
+        )
+        self._after_bucket = min((f.checkpoint or EPOCH for f in fronts.values()), default=EPOCH)
         targets: dict[int, tuple[int, datetime]] = {}
         for shard, front in fronts.items():
             target = min(last_closed, front.bucket - step) if front.bucket else last_closed
@@ -313,6 +332,8 @@ class Poller:
             self.claimed_last += claimed
             busy |= claimed >= limit
             self._pump()
+        self._open_bucket = open_bucket
+        self._read_held_keys()
         if settle:
             self._settle()
         return busy
@@ -337,12 +358,15 @@ class Poller:
                 after=read.after,
                 skip=read.skip,
                 fetch=read.fetch,
+                held=self.pipeline.gate.excluded(),
+                slots_until=now + timedelta(seconds=self.lease_seconds),
             )
         except claims.LeaseLost:
             metrics.LEASES_LOST.inc()
             logger.warning("poller %s: lease of shard %s lost before a read", self.name, shard)
             self.leases.pop(shard, None)
             return 0
+        self.pipeline.gate.hold(jobs.holds, now)
         if read.rescan_below is not None:
             self.pipeline.cursors.rescanned(shard, bucket, read, jobs)
         if not jobs:
@@ -359,6 +383,53 @@ class Poller:
         )
         return len(jobs)
 
+    def _read_held_keys(self) -> None:
+        """Read the held flow-control keys that may go again (``polling.flowgate``)."""
+        gate = self.pipeline.gate
+        for key, reason in gate.due(self._now()):
+            if self.stopping.is_set() or not self.leases or not self._room_for_a_batch():
+                return
+            self._renew_if_due()
+            self._read_key(key, expired_only=False)
+            if reason == "paused" and gate.held_for(key) == "paused":
+                self._read_key(key, expired_only=True)  # expiry still applies while paused
+
+    def _read_key(self, key: tuple[int, str], *, expired_only: bool) -> None:
+        gate, now = self.pipeline.gate, self._now()
+        limit = min(self.batch_size, self.pipeline.room())
+        flying = gate.flying(key)
+        leases = {s: e for s, e in self.leases.items() if s not in self._releasing}
+        try:
+            taken = claims.flow_take(
+                owner=self.name,
+                leases=leases,
+                team_id=key[0],
+                key=key[1],
+                after_bucket=self._after_bucket,
+                open_bucket=self._open_bucket,
+                now=now,
+                limit=limit,
+                skip=flying,
+                fetch=limit + len(flying),
+                expired_only=expired_only,
+                slots_until=now + timedelta(seconds=self.lease_seconds),
+            )
+        except claims.LeaseLost as lost:
+            metrics.LEASES_LOST.inc()
+            logger.warning("poller %s: lease of shard %s lost before a read", self.name, lost.shard)
+            self.leases.pop(lost.shard, None)  # type: ignore[arg-type]
+            return
+        if taken:
+            self.claimed_last += len(taken)
+            self.pipeline.submit(taken, now)
+        if expired_only:
+            return
+        gate.hold(taken.holds, now)
+        if taken.drained:
+            gate.let_go(key)
+        elif not taken.holds:
+            gate.again(key)  # it took all it asked for: more wait
+
     # --- the pipeline's other stages ------------------------------------------------
 
     def _room_for_a_batch(self) -> bool:
@@ -371,10 +442,16 @@ class Poller:
         return True
 
     def _pump(self, wait: float = 0.0) -> None:
-        """Take arrived outcomes (waiting up to ``wait`` s) and write back a due group."""
+        """Send the jobs whose rate slot has come, take arrived outcomes (waiting up to
+        ``wait`` s) and write back a due group."""
+        now = self._now()
+        self.pipeline.send_due(now)
         until_write = self.pipeline.seconds_to_write()
         if until_write is not None:
             wait = min(wait, until_write)
+        until_send = self.pipeline.seconds_to_send(now)
+        if until_send is not None:
+            wait = min(wait, until_send)
         self.pipeline.collect(timeout=wait)
         if self.pipeline.write_due():
             self._write_back()
@@ -394,7 +471,13 @@ class Poller:
         while self.pipeline.in_flight:
             if deadline is not None and time.monotonic() >= deadline:
                 return
-            self.pipeline.collect(timeout=_WAIT_SLICE_SECONDS)
+            now = self._now()
+            self.pipeline.send_due(now)
+            until_send = self.pipeline.seconds_to_send(now)
+            wait = (
+                _WAIT_SLICE_SECONDS if until_send is None else min(_WAIT_SLICE_SECONDS, until_send)
+            )
+            self.pipeline.collect(timeout=max(wait, 0.001))
             if self.pipeline.all_answered or self.pipeline.write_due():
                 self._write_back()
             else:
@@ -422,6 +505,7 @@ class Poller:
             self.state = PollerState(state)
         until = now + timedelta(seconds=self.lease_seconds)
         held = claims.lease_renew(owner=self.name, now=now, until=until)
+        flowdraw.slots_renew(owner=self.name, until=until)
         lost = set(self.leases) - set(held)
         if lost:
             metrics.LEASES_LOST.inc(len(lost))

@@ -148,3 +148,21 @@ def skip_locked() -> str:
     single UPDATE there is already atomic against other pollers.
     """
     return "FOR UPDATE OF j SKIP LOCKED" if is_postgres() else ""
+
+
+def held_key(team_id: int, key: str) -> str:
+    """A team's flow-control key as ``held_filter`` compares it."""
+    return f"{team_id}:{key}"
+
+
+def held_filter(alias: str, held: Sequence[str]) -> tuple[str, list[Any]]:
+    """``AND`` the rows of ``alias`` are not of a flow-control key in ``held``
+    (``held_key`` form): the SQL and its parameters; nothing when ``held`` is empty."""
+    if not held:
+        return "", []
+    if is_postgres():
+        name = f"({alias}.team_id::text || ':' || {alias}.flow_control_key)"
+        return f" AND ({alias}.flow_control_key IS NULL OR {name} <> ALL(%s))", [list(held)]
+    name = f"(CAST({alias}.team_id AS TEXT) || ':' || {alias}.flow_control_key)"
+    test = f"{name} NOT IN ({placeholders(len(held))})"
+    return f" AND ({alias}.flow_control_key IS NULL OR {test})", list(held)

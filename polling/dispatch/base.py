@@ -43,6 +43,11 @@ class ClaimedJob:
     # in-flight batch (``scheduling.models.InFlightBatch``).
     epoch: int = 0
     batch: int = 0
+    # Flow control (``polling.flowdraw``): the job's key, the FlowControl id whose
+    # slot it holds until its write-back (0: none) and its rate slot (None: now).
+    flow_key: str | None = None
+    flow: int = 0
+    send_at: datetime | None = None
 
 
 @dataclass(slots=True)  # not frozen, as ClaimedJob

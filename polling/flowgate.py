@@ -1,0 +1,126 @@
+"""One poller's flow-control keys held back (``polling.flowdraw`` decides; this remembers).
+
+When a read finds a key over its limits (or paused), the key's jobs stay pending and
+the key is *held*: the poller's shard reads leave its rows out (``held_filter``), so
+a key's backlog never stands in front of other jobs of the same shards, and a held
+key is read on its own (``claims.flow_take``) when it may go again: at its next rate
+slot, when one of its slots comes back, or every ``PAUSED_RECHECK_SECONDS`` while
+paused. A key read that finds nothing more waiting lets the key go: its next jobs
+come with the shard reads again.
+
+The gate also knows the key's jobs this poller has in flight (still pending rows),
+so a key read passes over them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from uuid import UUID
+
+from polling.dispatch.base import ClaimedJob
+from polling.flowdraw import FlowKey, Hold
+from polling.sqlutil import held_key
+
+PAUSED_RECHECK_SECONDS = 1.0  # a paused key: resumed yet? anything expired?
+SLOTS_RECHECK_SECONDS = 0.1  # parallelism full: slots of other pollers may come back
+
+
+@dataclass(slots=True)
+class _Held:
+    reason: str
+    recheck_at: datetime | None  # database time; None: at once
+
+
+class FlowGate:
+    """Held keys and their recheck times; every method runs on the poller's thread."""
+
+    def __init__(self) -> None:
+        self._held: dict[FlowKey, _Held] = {}
+        self._excluded: list[str] = []
+        self._flying: dict[FlowKey, dict[UUID, None]] = {}
+
+    # --- held keys ----------------------------------------------------------------
+
+    def excluded(self) -> list[str]:
+        """The held keys, as the shard reads leave them out (``sqlutil.held_filter``)."""
+        return self._excluded
+
+    def hold(self, holds: dict[FlowKey, Hold], now: datetime) -> None:
+        """Hold ``holds``' keys; each is looked at again when it may go."""
+        if not holds:
+            return
+        for key, hold in holds.items():
+            recheck: datetime | None
+            if hold.reason == "rate" and hold.retry_at is not None:
+                recheck = max(hold.retry_at, now)
+            elif hold.reason == "new":  # a shard read met a limited key: read it now
+                recheck = None
+            elif hold.reason == "parallelism":
+                recheck = now + timedelta(seconds=SLOTS_RECHECK_SECONDS)
+            else:
+                recheck = now + timedelta(seconds=PAUSED_RECHECK_SECONDS)
+            self._held[key] = _Held(hold.reason, recheck)
+        self._excluded = [held_key(team, key) for team, key in self._held]
+
+    def again(self, key: FlowKey) -> None:
+        """Look at ``key`` again at the next pass (a read took all it could: more wait)."""
+        held = self._held.get(key)
+        if held is not None:
+            held.recheck_at = None
+
+    def let_go(self, key: FlowKey) -> None:
+        """Nothing of ``key`` waits: its jobs come with the shard reads again."""
+        if self._held.pop(key, None) is not None:
+            self._excluded = [held_key(team, key) for team, key in self._held]
+
+    def due(self, now: datetime) -> list[tuple[FlowKey, str]]:
+        """The held keys to read now, with why they were held."""
+        return [
+            (key, held.reason)
+            for key, held in self._held.items()
+            if held.recheck_at is None or held.recheck_at <= now
+        ]
+
+    def next_recheck(self) -> datetime | None:
+        """The earliest recheck time (None: nothing held, or due at the next pass)."""
+        times = [h.recheck_at for h in self._held.values() if h.recheck_at is not None]
+        return min(times, default=None)
+
+    def held_for(self, key: FlowKey) -> str | None:
+        """Why ``key`` is held (None: it is not)."""
+        held = self._held.get(key)
+        return None if held is None else held.reason
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    # --- the keys' jobs in flight ---------------------------------------------------
+
+    def flying(self, key: FlowKey) -> dict[UUID, None]:
+        return self._flying.get(key) or {}
+
+    def handed(self, jobs: Iterable[ClaimedJob]) -> None:
+        for job in jobs:
+            if job.flow_key is not None:
+                self._flying.setdefault((job.team_id, job.flow_key), {})[job.id] = None
+
+    def resolved(self, jobs: Iterable[ClaimedJob]) -> None:
+        """``jobs`` were written back: a key held for its slots may go again."""
+        for job in jobs:
+            if job.flow_key is None:
+                continue
+            key = (job.team_id, job.flow_key)
+            flying = self._flying.get(key)
+            if flying is not None:
+                flying.pop(job.id, None)
+                if not flying:
+                    del self._flying[key]
+            held = self._held.get(key)
+            if held is not None and held.reason == "parallelism" and job.flow:
+                held.recheck_at = None
+
+    def clear(self) -> None:
+        """The window was dropped (leases gone): nothing is in flight any more."""
+        self._flying.clear()
