@@ -21,12 +21,14 @@ from datetime import datetime, timedelta
 
 from django.db import connection
 
-from polling import claims, conf, flowdraw, metrics, selectors, services
-from polling.assignment import shards_for
+from polling import claims, conf, flowdraw, metrics, services
 from polling.dbtime import DB_TIME, DatabaseTime
 from polling.dispatch.base import PipelinedSink, Sink
+from polling.heldkeys import HeldKeyReads
+from polling.leasekeeping import LeaseKeeping
 from polling.models import PollerState
 from polling.pipeline import Pipeline
+from polling.pipelinestages import WAIT_SLICE_SECONDS, PipelineStages
 from polling.renewer import LeaseRenewer
 from polling.schedules import schedules_materialize
 from polling.sweeper import sweep_stranded
@@ -42,10 +44,9 @@ logger = logging.getLogger(__name__)
 # A failover (docs/ha.md) takes seconds: a poller retries at least this often, so it
 # is back within one cap of the new primary's promotion.
 FAILURE_BACKOFF_CAP_SECONDS = 5.0
-_WAIT_SLICE_SECONDS = 0.05  # longest wait for outcomes before the loop looks around again
 
 
-class Poller:
+class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
     """One poller: owns shards through leases and drains them oldest bucket first."""
 
     def __init__(
@@ -171,7 +172,7 @@ class Poller:
                 self.stopping.wait(remaining)
                 return
             try:
-                self._pump(wait=min(remaining, _WAIT_SLICE_SECONDS))
+                self._pump(wait=min(remaining, WAIT_SLICE_SECONDS))
             except Exception:
                 self._fail("write-back between passes")
                 return
@@ -382,190 +383,6 @@ class Poller:
             extra={"shard": shard, "bucket": bucket.isoformat(), "batch_size": len(jobs)},
         )
         return len(jobs)
-
-    def _read_held_keys(self) -> None:
-        """Read the held flow-control keys that may go again (``polling.flowgate``)."""
-        gate = self.pipeline.gate
-        for key, reason in gate.due(self._now()):
-            if self.stopping.is_set() or not self.leases or not self._room_for_a_batch():
-                return
-            self._renew_if_due()
-            self._read_key(key, expired_only=False)
-            if reason == "paused" and gate.held_for(key) == "paused":
-                self._read_key(key, expired_only=True)  # expiry still applies while paused
-
-    def _read_key(self, key: tuple[int, str], *, expired_only: bool) -> None:
-        gate, now = self.pipeline.gate, self._now()
-        limit = min(self.batch_size, self.pipeline.room())
-        flying = gate.flying(key)
-        leases = {s: e for s, e in self.leases.items() if s not in self._releasing}
-        try:
-            taken = claims.flow_take(
-                owner=self.name,
-                leases=leases,
-                team_id=key[0],
-                key=key[1],
-                after_bucket=self._after_bucket,
-                open_bucket=self._open_bucket,
-                now=now,
-                limit=limit,
-                skip=flying,
-                fetch=limit + len(flying),
-                expired_only=expired_only,
-                slots_until=now + timedelta(seconds=self.lease_seconds),
-            )
-        except claims.LeaseLost as lost:
-            metrics.LEASES_LOST.inc()
-            logger.warning("poller %s: lease of shard %s lost before a read", self.name, lost.shard)
-            self.leases.pop(lost.shard, None)  # type: ignore[arg-type]
-            return
-        if taken:
-            self.claimed_last += len(taken)
-            self.pipeline.submit(taken, now)
-        if expired_only:
-            return
-        gate.hold(taken.holds, now)
-        if taken.drained:
-            gate.let_go(key)
-        elif not taken.holds:
-            gate.again(key)  # it took all it asked for: more wait
-
-    # --- the pipeline's other stages ------------------------------------------------
-
-    def _room_for_a_batch(self) -> bool:
-        """Wait (writing back as outcomes arrive) until the window has room for a batch."""
-        need = min(self.batch_size, self.pipeline.window)
-        while self.pipeline.room() < need:
-            if self.stopping.is_set():
-                return False
-            self._pump(wait=_WAIT_SLICE_SECONDS)
-        return True
-
-    def _pump(self, wait: float = 0.0) -> None:
-        """Send the jobs whose rate slot has come, take arrived outcomes (waiting up to
-        ``wait`` s) and write back a due group."""
-        now = self._now()
-        self.pipeline.send_due(now)
-        until_write = self.pipeline.seconds_to_write()
-        if until_write is not None:
-            wait = min(wait, until_write)
-        until_send = self.pipeline.seconds_to_send(now)
-        if until_send is not None:
-            wait = min(wait, until_send)
-        self.pipeline.collect(timeout=wait)
-        if self.pipeline.write_due():
-            self._write_back()
-        else:
-            self._renew_if_due()
-
-    def _write_back(self) -> None:
-        self._renew_if_due()  # a slow delivery must not let the lease lapse before its write
-        lost = self.pipeline.write_back(self._now())
-        if lost:
-            metrics.LEASES_LOST.inc(len(lost))
-            for shard in lost:
-                self.leases.pop(shard, None)
-
-    def _settle(self, deadline: float | None = None) -> None:
-        """Wait for every job in flight and write all of it back (up to ``deadline``)."""
-        while self.pipeline.in_flight:
-            if deadline is not None and time.monotonic() >= deadline:
-                return
-            now = self._now()
-            self.pipeline.send_due(now)
-            until_send = self.pipeline.seconds_to_send(now)
-            wait = (
-                _WAIT_SLICE_SECONDS if until_send is None else min(_WAIT_SLICE_SECONDS, until_send)
-            )
-            self.pipeline.collect(timeout=max(wait, 0.001))
-            if self.pipeline.all_answered or self.pipeline.write_due():
-                self._write_back()
-            else:
-                self._renew_if_due()
-
-    # --- leases and assignment -----------------------------------------------------
-
-    def _maintenance_due(self, now: datetime) -> bool:
-        return self._next_maintenance is None or now >= self._next_maintenance
-
-    def _renew_if_due(self) -> None:
-        now = self._now()
-        if self._maintenance_due(now):
-            self._heartbeat_and_renew(now)
-
-    def _heartbeat_and_renew(self, now: datetime) -> None:
-        # Every lease/3 of database time, so a lease survives two missed renewals.
-        self._next_maintenance = now + timedelta(seconds=self.lease_seconds / 3)
-        state = services.poller_heartbeat(name=self.name, now=now)
-        if state is None:
-            self.start()
-            state = PollerState.ACTIVE
-        if state != self.state:
-            logger.info("poller %s: state %s -> %s", self.name, self.state, state)
-            self.state = PollerState(state)
-        until = now + timedelta(seconds=self.lease_seconds)
-        held = claims.lease_renew(owner=self.name, now=now, until=until)
-        flowdraw.slots_renew(owner=self.name, until=until)
-        lost = set(self.leases) - set(held)
-        if lost:
-            metrics.LEASES_LOST.inc(len(lost))
-            logger.warning("poller %s: lost leases on shards %s", self.name, sorted(lost))
-        self.leases = held
-        count = selectors.shard_count_max()
-        if count > self._known_shards:
-            services.shard_rows_ensure(shard_count=count)
-            self._known_shards = count
-
-    def _maintain(self) -> None:
-        """Heartbeat and renew every lease/3; acquire and release toward the assignment."""
-        now = self._now()
-        if self._stranded:
-            self._drop_all_leases()
-            if self._stranded:
-                return
-        if self._maintenance_due(now):
-            self._heartbeat_and_renew(now)
-        live, pins = selectors.assignment_inputs(now=now, lease_seconds=self.lease_seconds)
-        if self.state == PollerState.ACTIVE:
-            wanted = shards_for(self.name, shard_count=self._known_shards, live=live, pins=pins)
-        else:
-            wanted = set()
-        self._warn_if_standby(wanted, live)
-        surplus = set(self.leases) - wanted
-        # A shard goes only once its jobs in flight are written back (fenced on it).
-        self._releasing = surplus & self.pipeline.busy_shards()
-        surplus -= self._releasing
-        if surplus:
-            released = claims.lease_release(owner=self.name, shards=surplus)
-            logger.info("poller %s: released shards %s", self.name, released)
-            for shard in surplus:
-                self.leases.pop(shard, None)
-        missing = wanted - set(self.leases)
-        if missing and not self.stopping.is_set():
-            until = now + timedelta(seconds=self.lease_seconds)
-            got = claims.lease_acquire(owner=self.name, shards=missing, now=now, until=until)
-            if got:
-                metrics.LEASES_ACQUIRED.inc(len(got))
-                returned = claims.inflight_clear_stale(owner=self.name, shards=got, now=now)
-                logger.info(
-                    "poller %s: acquired shards %s (epochs %s); %s stale batches forgotten",
-                    self.name,
-                    sorted(got),
-                    sorted(set(got.values())),
-                    returned,
-                )
-                self.leases.update(got)
-
-    def _warn_if_standby(self, wanted: set[int], live: set[str]) -> None:
-        standby = self.state == PollerState.ACTIVE and not wanted and self._known_shards > 0
-        if standby and not self._standby_warned:
-            logger.warning(
-                "poller %s: standby: %s live pollers for %s shards; this one owns none",
-                self.name,
-                len(live | {self.name}),
-                self._known_shards,
-            )
-        self._standby_warned = standby
 
 
 def _reset_broken_connection() -> None:

@@ -1,0 +1,62 @@
+"""The poller's reads of held flow-control keys (``polling.flowgate``): a mixin of
+``polling.poller.Poller``, whose state it shares."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from polling import claims, metrics
+
+logger = logging.getLogger("polling.poller")
+
+
+class HeldKeyReads:
+    """Held keys' reads: the poller's attributes (``pipeline``, ``leases``, ...) are used."""
+
+    def _read_held_keys(self) -> None:
+        """Read the held flow-control keys that may go again (``polling.flowgate``)."""
+        gate = self.pipeline.gate
+        for key, reason in gate.due(self._now()):
+            if self.stopping.is_set() or not self.leases or not self._room_for_a_batch():
+                return
+            self._renew_if_due()
+            self._read_key(key, expired_only=False)
+            if reason == "paused" and gate.held_for(key) == "paused":
+                self._read_key(key, expired_only=True)  # expiry still applies while paused
+
+    def _read_key(self, key: tuple[int, str], *, expired_only: bool) -> None:
+        gate, now = self.pipeline.gate, self._now()
+        limit = min(self.batch_size, self.pipeline.room())
+        flying = gate.flying(key)
+        leases = {s: e for s, e in self.leases.items() if s not in self._releasing}
+        try:
+            taken = claims.flow_take(
+                owner=self.name,
+                leases=leases,
+                team_id=key[0],
+                key=key[1],
+                after_bucket=self._after_bucket,
+                open_bucket=self._open_bucket,
+                now=now,
+                limit=limit,
+                skip=flying,
+                fetch=limit + len(flying),
+                expired_only=expired_only,
+                slots_until=now + timedelta(seconds=self.lease_seconds),
+            )
+        except claims.LeaseLost as lost:
+            metrics.LEASES_LOST.inc()
+            logger.warning("poller %s: lease of shard %s lost before a read", self.name, lost.shard)
+            self.leases.pop(lost.shard, None)  # type: ignore[arg-type]
+            return
+        if taken:
+            self.claimed_last += len(taken)
+            self.pipeline.submit(taken, now)
+        if expired_only:
+            return
+        gate.hold(taken.holds, now)
+        if taken.drained:
+            gate.let_go(key)
+        elif not taken.holds:
+            gate.again(key)  # it took all it asked for: more wait
