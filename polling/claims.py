@@ -381,6 +381,9 @@ def _rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     ]
 
 
+_NO_GRANT: Grant = (0, None, 0.0)
+
+
 def _job(
     row: tuple[Any, ...],
     bucket: datetime | None,
@@ -403,7 +406,7 @@ def _job(
         scheduled_for,
         flow_key,
     ) = row
-    flow, send_at = grants.get(job_id, (0, None)) if grants else (0, None)
+    flow, send_at, gap = grants.get(job_id, _NO_GRANT) if grants else _NO_GRANT
     return ClaimedJob(
         id=job_id,
         team_id=team_id,
@@ -423,6 +426,7 @@ def _job(
         flow_key=flow_key,
         flow=flow,
         send_at=send_at,
+        send_gap=gap,
     )
 
 

@@ -77,22 +77,35 @@ class ReadCursors:
         cursor.rescan_every = self.rescan_seconds if late else min(limit, 2 * cursor.rescan_every)
         cursor.rescan_at = time.monotonic() + cursor.rescan_every
 
-    def handed(self, jobs: Iterable[ClaimedJob]) -> None:
-        """``jobs`` (one read, due order) entered the window."""
+    def handed(self, jobs: Iterable[ClaimedJob], *, shard_read: bool = True) -> None:
+        """``jobs`` (one read, due order) entered the window.
+
+        ``shard_read`` False: a held flow-control key's read (``claims.flow_take``),
+        which may span shards and buckets and is no part of the shards' read order:
+        its jobs are only passed over by later reads, the cursor's ``top`` stays.
+        """
+        if not shard_read:
+            for job in jobs:
+                self._cursor(job.shard, job.bucket).due[job.id] = job.due_at
+            return
         cursor: _Cursor | None = None
         for job in jobs:
             if cursor is None:
-                cursor = self._cursors.get((job.shard, job.bucket))
-                if cursor is None:
-                    cursor = self._cursors[(job.shard, job.bucket)] = _Cursor(
-                        rescan_at=time.monotonic() + self.rescan_seconds,
-                        rescan_every=self.rescan_seconds,
-                    )
+                cursor = self._cursor(job.shard, job.bucket)
             cursor.due[job.id] = job.due_at
             if cursor.top is None or job.due_at > cursor.top:
                 cursor.top, cursor.at_top = job.due_at, 1
             elif job.due_at == cursor.top:
                 cursor.at_top += 1
+
+    def _cursor(self, shard: int, bucket: datetime) -> _Cursor:
+        cursor = self._cursors.get((shard, bucket))
+        if cursor is None:
+            cursor = self._cursors[(shard, bucket)] = _Cursor(
+                rescan_at=time.monotonic() + self.rescan_seconds,
+                rescan_every=self.rescan_seconds,
+            )
+        return cursor
 
     def resolved(self, jobs: Iterable[ClaimedJob]) -> None:
         """``jobs`` left the window (written back, or given up)."""
@@ -101,7 +114,7 @@ class ReadCursors:
             cursor = self._cursors.get(key)
             if cursor is None or cursor.due.pop(job.id, None) is None:
                 continue
-            if job.due_at == cursor.top:
+            if job.due_at == cursor.top and cursor.at_top:
                 cursor.at_top -= 1
             if not cursor.due:
                 del self._cursors[key]  # the next read starts afresh: nothing to pass over

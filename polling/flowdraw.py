@@ -34,7 +34,7 @@ from typing import Any
 
 from polling.sqlutil import dt, fetch_all, is_postgres, placeholders, rowcount, to_dt
 
-HORIZON_SECONDS = 0.5  # how far ahead of now a read takes rate slots
+HORIZON_SECONDS = 1.0  # how far ahead of now a read takes rate slots
 FlowKey = tuple[int, str]  # (team id, flow_control_key)
 
 
@@ -61,8 +61,9 @@ class Hold:
     retry_at: datetime | None = None
 
 
-# A granted row's key (its FlowControl id, whose slot it holds) and its rate slot.
-Grant = tuple[int, datetime | None]
+# A granted row's key (its FlowControl id, whose slot it holds), its rate slot and
+# the seconds between the key's slots.
+Grant = tuple[int, datetime | None, float]
 
 
 FLOWS_SQL = """
@@ -181,13 +182,13 @@ def admit(
         if hold is not None:
             holds[key] = hold
             continue
-        send_at = None
+        send_at, gap = None, 0.0
         if flow.rate:
-            send_at = flow.next_slot
-            flow.next_slot = send_at + timedelta(seconds=flow.period / flow.rate)  # type: ignore[operator]
+            send_at, gap = flow.next_slot, flow.period / flow.rate
+            flow.next_slot = send_at + timedelta(seconds=gap)  # type: ignore[operator]
         flow.granted += 1
         admitted.append(row)
-        grants[row[0]] = (flow.id, send_at)
+        grants[row[0]] = (flow.id, send_at, gap)
     _record(flows.values(), owner=owner, now=now, slots_until=slots_until)
     return admitted, grants, holds
 

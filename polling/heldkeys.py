@@ -52,7 +52,7 @@ class HeldKeyReads:
             return
         if taken:
             self.claimed_last += len(taken)
-            self.pipeline.submit(taken, now)
+            self.pipeline.submit(taken, now, shard_read=False)
         if expired_only:
             return
         gate.hold(taken.holds, now)

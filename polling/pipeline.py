@@ -30,7 +30,7 @@ import queue
 import time
 from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 
@@ -45,6 +45,10 @@ from polling.renewer import PROGRESS
 from polling.retries import results_build
 
 logger = logging.getLogger(__name__)
+
+# A job of a rate-limited key this late for its slot is sent now and the key's next
+# jobs keep their spacing behind it (instead of all the late ones at once).
+_LATE = timedelta(seconds=0.1)
 
 
 class Pipeline:
@@ -81,6 +85,7 @@ class Pipeline:
         # Jobs of rate-limited keys waiting for their slot: (send_at, order, job).
         self._timed: list[tuple[datetime, int, ClaimedJob]] = []
         self._timed_order = 0
+        self._last_sent: dict[int, datetime] = {}  # FlowControl id -> its last slot sent
 
     # --- state --------------------------------------------------------------------
 
@@ -103,10 +108,13 @@ class Pipeline:
 
     # --- 1. submit ------------------------------------------------------------------
 
-    def submit(self, jobs: Sequence[ClaimedJob], now: datetime) -> None:
-        """Put read ``jobs`` (one batch) in the window and hand the live ones to the sink."""
+    def submit(self, jobs: Sequence[ClaimedJob], now: datetime, *, shard_read: bool = True) -> None:
+        """Put read ``jobs`` in the window and hand the live ones to the sink.
+
+        ``shard_read`` False: the jobs come from a held key's read (``ReadCursors.handed``).
+        """
         live: list[ClaimedJob] = []
-        self.cursors.handed(jobs)
+        self.cursors.handed(jobs, shard_read=shard_read)
         self.gate.handed(jobs)
         batches = {job.batch for job in jobs}  # one, but a key read may span shards
         if len(batches) == 1:
@@ -127,13 +135,28 @@ class Pipeline:
         self._send(live)
 
     def send_due(self, now: datetime) -> None:
-        """Hand the jobs whose rate slot has come to the sink."""
+        """Hand the jobs whose rate slot has come to the sink.
+
+        A job whose slot passed while the poller was busy keeps its key's spacing
+        behind the key's last job sent here: late slots never go out as one burst.
+        """
         timed = self._timed
         if not timed or timed[0][0] > now:
             return
         due = []
+        last = self._last_sent
         while timed and timed[0][0] <= now:
-            due.append(heapq.heappop(timed)[2])
+            at, order, job = heapq.heappop(timed)
+            previous = last.get(job.flow)
+            if previous is not None:
+                at = max(at, previous + timedelta(seconds=job.send_gap))
+            if at < now - _LATE:  # far behind (a busy poller): start the spacing anew
+                at = now
+            if at > now:
+                heapq.heappush(timed, (at, order, job))
+                continue
+            last[job.flow] = at
+            due.append(job)
         self._send(due)
 
     def seconds_to_send(self, now: datetime) -> float | None:

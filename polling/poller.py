@@ -322,6 +322,7 @@ class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
             if front.bucket and front.next_due and front.next_due <= now
         )
         busy = False
+        self._open_bucket = open_bucket
         for bucket, shard in work:
             if self.stopping.is_set() or not self._room_for_a_batch():
                 break
@@ -333,7 +334,7 @@ class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
             self.claimed_last += claimed
             busy |= claimed >= limit
             self._pump()
-        self._open_bucket = open_bucket
+            self._read_held_keys()  # a key's next slots do not wait for the whole pass
         self._read_held_keys()
         if settle:
             self._settle()

@@ -48,6 +48,7 @@ class ClaimedJob:
     flow_key: str | None = None
     flow: int = 0
     send_at: datetime | None = None
+    send_gap: float = 0.0  # seconds between the key's slots (a late job keeps them apart)
 
 
 @dataclass(slots=True)  # not frozen, as ClaimedJob
