@@ -18,6 +18,7 @@ from polling.console.actions import (
 )
 from polling.console.schedules import ScheduleAdmin
 from polling.models import Poller, ShardCheckpoint, ShardLease
+from scheduling.flow.models import FlowControl
 from scheduling.models import Schedule
 
 
@@ -59,3 +60,16 @@ class ShardCheckpointAdmin(ReadOnlyAdmin):
 # The scheduling app's Schedule, here because its actions use the console's
 # confirmation and audit (scheduling never imports polling).
 admin.site.register(Schedule, ScheduleAdmin)
+
+
+@admin.register(FlowControl)
+class FlowControlAdmin(ReadOnlyAdmin):
+    """Flow-control keys, read-only: teams set them through the API, operators pause
+    and resume them on the console's flow page (with a reason, kept in each row's
+    history here)."""
+
+    list_display = ["team", "key", "rate", "period_seconds", "parallelism", "paused", "updated_at"]
+    list_filter = ["paused", "team"]
+    search_fields = ["=key", "=team__slug"]
+    list_select_related = ["team"]
+    ordering = ["team", "key"]

@@ -23,6 +23,7 @@ from prometheus_client import (
 )
 
 from polling.metrics import ShardLagCollector
+from scheduling.flow.metrics import FlowControlCollector
 from scheduling.metrics import (
     API_LATENCY,
     API_REQUESTS,
@@ -32,6 +33,8 @@ from scheduling.metrics import (
 
 # Per-shard lag and backlog, computed from the database at each scrape.
 register_scrape_collector(ShardLagCollector())
+# Flow-control keys: the top SENDLATER_METRICS_FLOW_KEYS by waiting, the rest summed.
+register_scrape_collector(FlowControlCollector())
 
 
 def _registry() -> CollectorRegistry:

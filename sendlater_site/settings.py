@@ -438,3 +438,8 @@ SENDLATER_DASHBOARD_REFRESH_SECONDS = env.int("SENDLATER_DASHBOARD_REFRESH_SECON
 
 # /metrics on the web app: served only with this bearer token (unset: 404).
 SENDLATER_METRICS_TOKEN = env.str("SENDLATER_METRICS_TOKEN", default="")
+# Flow-control keys with series of their own on /metrics (most waiting first); the
+# rest are summed into one series, key="_other", so series never grow with the keys.
+SENDLATER_METRICS_FLOW_KEYS = env.int("SENDLATER_METRICS_FLOW_KEYS", default=20)
+if SENDLATER_METRICS_FLOW_KEYS < 0:
+    raise ImproperlyConfigured("SENDLATER_METRICS_FLOW_KEYS must not be negative.")

@@ -1,4 +1,4 @@
-"""The console's custom permissions (declared on ``ShardLease.Meta``)."""
+"""The console's permissions: custom ones (declared on ``ShardLease.Meta``) and model ones."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from typing import Any
 MOVE_SHARDS = "polling.move_shards"
 SCHEDULE_CUTOVER = "polling.schedule_cutover"
 VIEW_CONSOLE = "polling.view_shardlease"
+# Flow control is the scheduling app's: its model's change permission, as for schedules.
+PAUSE_FLOWS = "scheduling.change_flowcontrol"
 
 
 def can_move(user: Any) -> bool:
@@ -16,6 +18,11 @@ def can_move(user: Any) -> bool:
 
 def can_cutover(user: Any) -> bool:
     return bool(user.has_perm(SCHEDULE_CUTOVER))
+
+
+def can_pause_flows(user: Any) -> bool:
+    """Pause and resume a team's flow-control key from the console."""
+    return bool(user.is_active and user.has_perm(PAUSE_FLOWS))
 
 
 def can_view(user: Any) -> bool:

@@ -5,10 +5,15 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import path
 
-from polling.console import views
+from polling.console import flows, views
+
+flow_action = admin.site.admin_view(flows.flow_action_view)
 
 urlpatterns = [
     path("", admin.site.admin_view(views.dashboard_view), name="console-dashboard"),
     path("pollers/", admin.site.admin_view(views.pollers_view), name="console-pollers"),
     path("cutovers/", admin.site.admin_view(views.cutovers_view), name="console-cutovers"),
+    path("flows/", admin.site.admin_view(flows.flows_view), name="console-flows"),
+    path("flows/pause/", flow_action, {"action": "pause"}, name="console-flow-pause"),
+    path("flows/resume/", flow_action, {"action": "resume"}, name="console-flow-resume"),
 ]

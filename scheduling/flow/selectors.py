@@ -30,32 +30,34 @@ class FlowState:
         return self.delivered_in_period / self.flow.rate
 
 
-def _in_flight(flows: Iterable[FlowControl], now: datetime) -> dict[int, int]:
-    rows = (
-        FlowSlot.objects.filter(flow__in=[f.pk for f in flows], expires_at__gt=now, slots__gt=0)
-        .values("flow_id")
-        .annotate(total=Sum("slots"))
-    )
+def _in_flight(
+    flows: list[FlowControl], now: datetime, *, every_key: bool = False
+) -> dict[int, int]:
+    slots = FlowSlot.objects.filter(expires_at__gt=now, slots__gt=0)
+    if not every_key:
+        slots = slots.filter(flow__in=[f.pk for f in flows])
+    rows = slots.values("flow_id").annotate(total=Sum("slots"))
     return {row["flow_id"]: int(row["total"]) for row in rows}
 
 
-def _due_pending(flows: Iterable[FlowControl], now: datetime) -> dict[tuple[int, str], int]:
-    """Due pending jobs per (team, key): one grouped read of the partial key index."""
-    flows = list(flows)
+def _due_pending(
+    flows: list[FlowControl], now: datetime, *, every_key: bool = False
+) -> dict[tuple[int, str], int]:
+    """Due pending jobs per (team, key): one grouped read of the partial key index.
+
+    ``every_key``: all keys of all teams (the console, ``/metrics``), without lists of
+    thousands of teams and keys as query parameters.
+    """
     if not flows:
         return {}
-    teams = {f.team_id for f in flows}
-    keys = {f.key for f in flows}
-    rows = (
-        Job.objects.filter(
-            status=JobStatus.PENDING,
-            team_id__in=teams,
-            flow_control_key__in=keys,
-            due_at__lte=now,
-        )
-        .values("team_id", "flow_control_key")
-        .annotate(n=Count("id"))
+    jobs = Job.objects.filter(
+        status=JobStatus.PENDING, flow_control_key__isnull=False, due_at__lte=now
     )
+    if not every_key:
+        jobs = jobs.filter(
+            team_id__in={f.team_id for f in flows}, flow_control_key__in={f.key for f in flows}
+        )
+    rows = jobs.values("team_id", "flow_control_key").annotate(n=Count("id"))
     return {(row["team_id"], row["flow_control_key"]): int(row["n"]) for row in rows}
 
 
@@ -67,12 +69,17 @@ def _period_count(flow: FlowControl, now: datetime) -> int:
     return flow.window_count
 
 
-def flow_states(flows: Iterable[FlowControl], *, now: datetime | None = None) -> list[FlowState]:
-    """The live state of ``flows``, in their order. Three reads, whatever their number."""
+def flow_states(
+    flows: Iterable[FlowControl], *, now: datetime | None = None, every_key: bool = False
+) -> list[FlowState]:
+    """The live state of ``flows``, in their order. Three reads, whatever their number.
+
+    ``every_key``: ``flows`` are all the keys there are, so the reads need not name them.
+    """
     flows = list(flows)
     now = now or db_now()
-    in_flight = _in_flight(flows, now)
-    due = _due_pending(flows, now)
+    in_flight = _in_flight(flows, now, every_key=every_key)
+    due = _due_pending(flows, now, every_key=every_key)
     states = []
     for flow in flows:
         busy = in_flight.get(flow.pk, 0)
@@ -95,6 +102,6 @@ def flow_list(*, team_id: int | None = None) -> list[FlowControl]:
 
 def flow_states_by_waiting(*, limit: int | None = None) -> list[FlowState]:
     """Every team's keys, most waiting first (the console, ``/metrics``)."""
-    states = flow_states(flow_list())
+    states = flow_states(flow_list(), every_key=True)
     states.sort(key=lambda s: (-s.waiting, -s.in_flight, s.flow.team_id, s.flow.key))
     return states if limit is None else states[:limit]

@@ -1,9 +1,10 @@
 """The console in a real browser: Playwright (sync API) driving Debian's chromium.
 
-One walk through the operator's jobs against pytest-django's live server, on
+Walks through the operator's jobs against pytest-django's live server, on
 whichever database the suite runs on: log in, spot the lagging shard, move it
 to another poller through the confirmation page, schedule a cutover from its
-preview, requeue a dead job. Screenshots go to the test's temporary folder, or to
+preview, requeue a dead job; find the key with the most waiting jobs on the flow
+page, pause it with a reason and resume it. Screenshots go to the test's temporary folder, or to
 docs/screenshots/ with SENDLATER_UPDATE_SCREENSHOTS=1.
 """
 
@@ -23,9 +24,11 @@ from polling.models import ShardLease
 from scheduling import keys
 from scheduling.clock import db_now
 from scheduling.cutovers import cutover_earliest
+from scheduling.flow.models import FlowControl
 from scheduling.models import Bucket, Job, JobStatus, ShardCountSchedule
 from tests.support.console import job_make, lagging
 from tests.support.factories import team_create
+from tests.support.flows import flow_make
 from tests.support.pollers import poller_build
 
 CHROMIUM = "/usr/bin/chromium"
@@ -68,6 +71,13 @@ def page() -> Iterator:
         connection.close_pool()
 
 
+def _login(page, base: str) -> None:
+    page.goto(f"{base}/admin/login/?next=/admin/")
+    page.fill("#id_username", "ops")
+    page.fill("#id_password", "pw-123456")
+    page.click("input[type=submit]")
+
+
 def _step(*pollers) -> None:
     for _ in range(2):
         for poller in pollers:
@@ -97,10 +107,7 @@ def test_operator_walkthrough(page, live_server, settings, tmp_path) -> None:
     base = live_server.url
 
     # Log in and find the lagging shard highlighted.
-    page.goto(f"{base}/admin/login/?next=/admin/")
-    page.fill("#id_username", "ops")
-    page.fill("#id_password", "pw-123456")
-    page.click("input[type=submit]")
+    _login(page, base)
     page.click("text=Lag dashboard")
     row = page.locator("#shard-5")
     assert "over-threshold" in (row.get_attribute("class") or "")
@@ -148,5 +155,51 @@ def test_operator_walkthrough(page, live_server, settings, tmp_path) -> None:
     assert Job.objects.get(id=dead.id).status == JobStatus.PENDING
     for poller in (p1, p2):
         poller.shutdown()
+    # Return this greenlet's connection to the pool before the fixture closes it.
+    connection.close()
+
+
+def test_operator_pauses_and_resumes_a_flow_key(page, live_server, tmp_path) -> None:
+    shots = DOCS_SCREENSHOTS if os.environ.get("SENDLATER_UPDATE_SCREENSHOTS") else tmp_path
+    get_user_model().objects.create_superuser("ops", "ops@example.com", "pw-123456")
+    acme, globex = team_create(slug="acme"), team_create(slug="globex")
+    now = db_now()
+    flow_make(acme, "partner", now=now, rate=200, period_seconds=60, waiting=12, delivered=180)
+    flow_make(globex, "partner", now=now, rate=50, waiting=3)
+    flow_make(acme, "mail", now=now, parallelism=4, paused=True)
+    base = live_server.url
+
+    # The key with the most waiting jobs comes first, with its rate in use.
+    _login(page, base)
+    page.click("text=Flow control")
+    first = page.locator("#flows tbody tr").first
+    assert first.get_attribute("data-team") == "acme"
+    assert first.get_attribute("data-key") == "partner"
+    assert first.locator(".waiting").inner_text() == "12"
+    assert first.locator(".rate-in-use").inner_text() == "180 / 200 per 60 s (90 %)"
+    assert page.inner_text("#flow-paused") == "1"
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / "flows.png"), full_page=True)
+
+    # Pause it through the confirmation page, with a reason.
+    first.locator("button.flow-action").click()
+    assert "key 'partner' of team acme: active" in page.inner_text("#confirm-objects")
+    page.click("#confirm-yes")  # no reason yet: the browser asks for one
+    assert page.locator("#id_reason:invalid").count() == 1
+    assert not FlowControl.objects.get(team=acme, key="partner").paused
+    page.fill("#id_reason", "browser test: partner is down")
+    page.click("#confirm-yes")
+    assert "Paused flow-control key 'partner' of team acme." in page.inner_text(".messagelist")
+    row = page.locator("#flows tr[data-team=acme][data-key=partner]")
+    assert "paused" in (row.get_attribute("class") or "")
+    assert FlowControl.objects.get(team=acme, key="partner").paused
+    assert not FlowControl.objects.get(team=globex, key="partner").paused
+
+    # And resume it.
+    row.locator("button.flow-action").click()
+    page.fill("#id_reason", "browser test: partner is back")
+    page.click("#confirm-yes")
+    assert "Resumed flow-control key" in page.inner_text(".messagelist")
+    assert not FlowControl.objects.get(team=acme, key="partner").paused
     # Return this greenlet's connection to the pool before the fixture closes it.
     connection.close()
