@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
+from polling import metrics
 from polling.dispatch.base import ClaimedJob
 from polling.flowdraw import FlowKey, Hold
 from polling.sqlutil import held_key
@@ -63,6 +64,7 @@ class FlowGate:
                 recheck = now + timedelta(seconds=PAUSED_RECHECK_SECONDS)
             self._held[key] = _Held(hold.reason, recheck)
         self._excluded = [held_key(team, key) for team, key in self._held]
+        metrics.FLOW_HELD.set(len(self._held))
 
     def again(self, key: FlowKey) -> None:
         """Look at ``key`` again at the next pass (a read took all it could: more wait)."""
@@ -74,6 +76,7 @@ class FlowGate:
         """Nothing of ``key`` waits: its jobs come with the shard reads again."""
         if self._held.pop(key, None) is not None:
             self._excluded = [held_key(team, key) for team, key in self._held]
+            metrics.FLOW_HELD.set(len(self._held))
 
     def due(self, now: datetime) -> list[tuple[FlowKey, str]]:
         """The held keys to read now, with why they were held."""

@@ -133,3 +133,7 @@ WRITEBACK_GROUP = Histogram(
     "Results written back per group (one fenced transaction).",
     buckets=(1, 10, 50, 100, 250, 500, 1000, 2000, 5000),
 )
+FLOW_HELD = Gauge(
+    "sendlater_poller_flow_held_keys",
+    "Flow-control keys this poller holds back (over their limits or paused).",
+)
