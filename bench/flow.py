@@ -7,7 +7,8 @@ Usage (from the repository root, PostgreSQL on 127.0.0.1:5432):
     .venv/bin/python bench/flow.py --rate-jobs 4000 --plain-jobs 20000 --spread 20
 
 Drops and recreates the database ``sendlater_bench_flow`` and starts one receiver
-process (asyncio HTTP/1.1, keep-alive) with three paths:
+process (asyncio HTTP/1.1, keep-alive) on three loopback addresses, one per kind
+(``SENDLATER_CALLBACK_ALLOWLIST=127.0.0.0/8``):
 
 - ``/rate``: the jobs of key ``limited`` (``--rate`` per second, default 200), a
   backlog of ``--rate-jobs`` (20,000) due at one instant; the receiver counts
@@ -47,6 +48,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+# Each kind has its own receiving address, as a partner's endpoint would: the per-host
+# cap and pace of the webhook engine (docs/delivery.md) then apply to each apart.
+HOSTS = {"rate": "127.0.0.2", "par": "127.0.0.3", "plain": "127.0.0.1"}
 RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: text/plain\r\n\r\nok"
 _children: list[subprocess.Popen[bytes]] = []
 
@@ -124,8 +128,10 @@ def receiver(port: int, par_delay: float) -> None:
             writer.close()
 
     async def main() -> None:
-        server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=2048)
-        await server.serve_forever()
+        servers = [
+            await asyncio.start_server(handle, host, port, backlog=2048) for host in HOSTS.values()
+        ]
+        await asyncio.gather(*(s.serve_forever() for s in servers))
 
     asyncio.run(main())
 
@@ -234,10 +240,10 @@ def run(args: argparse.Namespace) -> None:
     total = args.rate_jobs + args.par_jobs + args.plain_jobs
     lead = 10 + total / 15_000  # time to write the jobs and start the pollers
     first = db_now() + timedelta(seconds=lead)
-    base = f"http://127.0.0.1:{args.port}"
-    _schedule(team, f"{base}/rate", args.rate_jobs, first, 0.0)
-    _schedule(team, f"{base}/par", args.par_jobs, first, 0.0)
-    _schedule(team, f"{base}/plain", args.plain_jobs, first, args.spread)
+    url = {kind: f"http://{host}:{args.port}/{kind}" for kind, host in HOSTS.items()}
+    _schedule(team, url["rate"], args.rate_jobs, first, 0.0)
+    _schedule(team, url["par"], args.par_jobs, first, 0.0)
+    _schedule(team, url["plain"], args.plain_jobs, first, args.spread)
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE scheduling_job SET flow_control_key = CASE"

@@ -59,6 +59,8 @@ class Hold:
 
     reason: str  # new (not yet read on its own) | paused | rate | parallelism
     retry_at: datetime | None = None
+    gap: float = 0.0  # rate: seconds between the key's slots
+    limit: int = 0  # parallelism: the key's limit
 
 
 # A granted row's key (its FlowControl id, whose slot it holds), its rate slot and
@@ -189,6 +191,11 @@ def admit(
         flow.granted += 1
         admitted.append(row)
         grants[row[0]] = (flow.id, send_at, gap)
+    for key, flow in flows.items():
+        if flow.rate and flow.granted and key not in holds and flow.next_slot is not None:
+            # Its slots up to now are taken: the next chunk comes with time.
+            retry_at = flow.next_slot - timedelta(seconds=HORIZON_SECONDS)
+            holds[key] = Hold("rate", retry_at, gap=flow.period / flow.rate)
     _record(flows.values(), owner=owner, now=now, slots_until=slots_until)
     return admitted, grants, holds
 
@@ -213,12 +220,13 @@ def _hold(flow: _Flow, now: datetime, horizon: datetime) -> Hold | None:
     if flow.paused:
         return Hold("paused")
     if flow.parallelism is not None and flow.in_flight + flow.granted >= flow.parallelism:
-        return Hold("parallelism")
+        return Hold("parallelism", limit=flow.parallelism)
     if flow.rate:
         if flow.next_slot is None:
             flow.next_slot = max(flow.tat or now, now)
         if flow.next_slot > horizon:
-            return Hold("rate", flow.next_slot - timedelta(seconds=HORIZON_SECONDS))
+            retry_at = flow.next_slot - timedelta(seconds=HORIZON_SECONDS)
+            return Hold("rate", retry_at, gap=flow.period / flow.rate)
     return None
 
 

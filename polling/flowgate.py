@@ -26,12 +26,16 @@ from polling.sqlutil import held_key
 
 PAUSED_RECHECK_SECONDS = 1.0  # a paused key: resumed yet? anything expired?
 SLOTS_RECHECK_SECONDS = 0.1  # parallelism full: slots of other pollers may come back
+# A rate-limited key is read again once this much of its schedule has come within
+# the horizon (a read takes its slots in chunks, not one at a time).
+RATE_RECHECK_SECONDS = 0.1
 
 
 @dataclass(slots=True)
 class _Held:
     reason: str
     recheck_at: datetime | None  # database time; None: at once
+    hold: Hold
 
 
 class FlowGate:
@@ -55,14 +59,15 @@ class FlowGate:
         for key, hold in holds.items():
             recheck: datetime | None
             if hold.reason == "rate" and hold.retry_at is not None:
-                recheck = max(hold.retry_at, now)
+                chunk = max(RATE_RECHECK_SECONDS, hold.gap)
+                recheck = max(hold.retry_at, now) + timedelta(seconds=chunk)
             elif hold.reason == "new":  # a shard read met a limited key: read it now
                 recheck = None
             elif hold.reason == "parallelism":
                 recheck = now + timedelta(seconds=SLOTS_RECHECK_SECONDS)
             else:
                 recheck = now + timedelta(seconds=PAUSED_RECHECK_SECONDS)
-            self._held[key] = _Held(hold.reason, recheck)
+            self._held[key] = _Held(hold.reason, recheck, hold)
         self._excluded = [held_key(team, key) for team, key in self._held]
         metrics.FLOW_HELD.set(len(self._held))
 
@@ -78,13 +83,21 @@ class FlowGate:
             self._excluded = [held_key(team, key) for team, key in self._held]
             metrics.FLOW_HELD.set(len(self._held))
 
-    def due(self, now: datetime) -> list[tuple[FlowKey, str]]:
-        """The held keys to read now, with why they were held."""
-        return [
-            (key, held.reason)
-            for key, held in self._held.items()
-            if held.recheck_at is None or held.recheck_at <= now
-        ]
+    def due(self, now: datetime, most: int) -> list[tuple[FlowKey, str, int]]:
+        """The held keys to read now: why they were held and how many jobs of each a
+        read may take at most (up to ``most``): the rate slots come since, or the
+        key's parallelism."""
+        found = []
+        for key, held in self._held.items():
+            if held.recheck_at is not None and held.recheck_at > now:
+                continue
+            hold, take = held.hold, most
+            if hold.reason == "rate" and hold.retry_at is not None and hold.gap > 0:
+                take = int((now - hold.retry_at).total_seconds() / hold.gap) + 1
+            elif hold.reason == "parallelism" and hold.limit:
+                take = hold.limit
+            found.append((key, held.reason, max(1, min(most, take))))
+        return found
 
     def next_recheck(self) -> datetime | None:
         """The earliest recheck time (None: nothing held, or due at the next pass)."""

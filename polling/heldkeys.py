@@ -17,17 +17,17 @@ class HeldKeyReads:
     def _read_held_keys(self) -> None:
         """Read the held flow-control keys that may go again (``polling.flowgate``)."""
         gate = self.pipeline.gate
-        for key, reason in gate.due(self._now()):
+        for key, reason, take in gate.due(self._now(), self.batch_size):
             if self.stopping.is_set() or not self.leases or not self._room_for_a_batch():
                 return
             self._renew_if_due()
-            self._read_key(key, expired_only=False)
+            self._read_key(key, take, expired_only=False)
             if reason == "paused" and gate.held_for(key) == "paused":
-                self._read_key(key, expired_only=True)  # expiry still applies while paused
+                self._read_key(key, take, expired_only=True)  # expiry applies while paused
 
-    def _read_key(self, key: tuple[int, str], *, expired_only: bool) -> None:
+    def _read_key(self, key: tuple[int, str], take: int, *, expired_only: bool) -> None:
         gate, now = self.pipeline.gate, self._now()
-        limit = min(self.batch_size, self.pipeline.room())
+        limit = min(take, self.pipeline.room())
         flying = gate.flying(key)
         leases = {s: e for s, e in self.leases.items() if s not in self._releasing}
         try:

@@ -84,6 +84,13 @@ class Router:
         for job in group:
             done(job, by_id.get(job.id) or Outcome(job.id, "retry", error=reason))
 
+    def warm(self) -> None:
+        """Let each sink that starts something (a process) start it now."""
+        for sink in self._sinks.values():
+            warm = getattr(sink, "warm", None)
+            if callable(warm):
+                warm()
+
     def close(self) -> None:
         for sink in self._sinks.values():
             sink.close()

@@ -58,6 +58,14 @@ class TransportProcess:
         self._process: Any = None
         self._outstanding: set[int] = set()
 
+    def warm(self) -> None:
+        """Start the process now (a poller at start), not at the first send: its
+        start-up (a second or two) would otherwise hold the first jobs, which then
+        go out together, behind their due time and their flow-control slots."""
+        with self._lock:
+            if self._conn is None:
+                self._start()
+
     def send(self, batch: list[Outgoing]) -> None:
         with self._lock:
             if self._conn is None:

@@ -160,6 +160,10 @@ class WebhookSink:
             self._pending.update(pending)
         self.transport.send(batch)
 
+    def warm(self) -> None:
+        """Start the transport process ahead of the first job."""
+        self.transport.warm()
+
     def deliver(self, jobs: Sequence[ClaimedJob]) -> list[Outcome]:
         """Deliver ``jobs`` and wait for all of them (tests and one-off callers)."""
         return deliver_all(self, jobs)

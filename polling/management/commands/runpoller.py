@@ -101,9 +101,11 @@ class Command(BaseCommand):
                     f"--metrics-port {port}: cannot listen on {options['metrics_addr']}: {error}"
                 ) from error
             logger.info("metrics on http://%s:%s/metrics", options["metrics_addr"], port)
+        sink = Router(sinks_build(concurrency=concurrency))
+        sink.warm()
         poller = Poller(
             name=name,
-            sink=Router(sinks_build(concurrency=concurrency)),
+            sink=sink,
             window=window,
             batch_size=batch_size,
             poll_interval=interval,
