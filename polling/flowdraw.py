@@ -91,7 +91,7 @@ WHERE flow_id = %s AND poller = %s"""
 
 SLOTS_RENEW_SQL = "UPDATE scheduling_flowslot SET expires_at = %s WHERE poller = %s"
 SLOTS_RESET_SQL = "DELETE FROM scheduling_flowslot WHERE poller = %s"
-SLOTS_EXPIRED_SQL = "DELETE FROM scheduling_flowslot WHERE expires_at < %s"
+SLOTS_START_SQL = "DELETE FROM scheduling_flowslot WHERE poller = %s OR expires_at < %s"
 
 
 def _flows_locked(keys: Sequence[FlowKey], *, lock: bool = True) -> dict[FlowKey, _Flow]:
@@ -258,11 +258,9 @@ def slots_renew(*, owner: str, until: datetime) -> int:
     return rowcount(SLOTS_RENEW_SQL, [dt(until), owner])
 
 
-def slots_reset(*, owner: str) -> int:
-    """Forget every slot of ``owner``: at start, and after it dropped its window."""
-    return rowcount(SLOTS_RESET_SQL, [owner])
-
-
-def slots_expired_delete(*, before: datetime) -> int:
-    """Delete slot rows of pollers gone since ``before`` (they no longer count anyway)."""
-    return rowcount(SLOTS_EXPIRED_SQL, [dt(before)])
+def slots_reset(*, owner: str, expired_before: datetime | None = None) -> int:
+    """Forget every slot of ``owner`` (after it dropped its window); at start also the
+    rows of pollers gone since ``expired_before`` (they no longer count anyway)."""
+    if expired_before is None:
+        return rowcount(SLOTS_RESET_SQL, [owner])
+    return rowcount(SLOTS_START_SQL, [owner, dt(expired_before)])

@@ -45,6 +45,7 @@ class FlowGate:
         self._held: dict[FlowKey, _Held] = {}
         self._excluded: list[str] = []
         self._flying: dict[FlowKey, dict[UUID, None]] = {}
+        self._slots: dict[FlowKey, int] = {}  # jobs in flight holding a slot, per key
 
     # --- held keys ----------------------------------------------------------------
 
@@ -120,7 +121,10 @@ class FlowGate:
     def handed(self, jobs: Iterable[ClaimedJob]) -> None:
         for job in jobs:
             if job.flow_key is not None:
-                self._flying.setdefault((job.team_id, job.flow_key), {})[job.id] = None
+                key = (job.team_id, job.flow_key)
+                self._flying.setdefault(key, {})[job.id] = None
+                if job.flow:
+                    self._slots[key] = self._slots.get(key, 0) + 1
 
     def resolved(self, jobs: Iterable[ClaimedJob]) -> None:
         """``jobs`` were written back: a key held for its slots may go again."""
@@ -133,10 +137,21 @@ class FlowGate:
                 flying.pop(job.id, None)
                 if not flying:
                     del self._flying[key]
+            if job.flow:
+                left = self._slots.get(key, 0) - 1
+                if left > 0:
+                    self._slots[key] = left
+                else:
+                    self._slots.pop(key, None)
             held = self._held.get(key)
             if held is not None and held.reason == "parallelism" and job.flow:
                 held.recheck_at = None
 
+    def has_slots(self) -> bool:
+        """Whether a job in flight here holds a flow-control slot (they need renewing)."""
+        return any(self._slots.values())
+
     def clear(self) -> None:
         """The window was dropped (leases gone): nothing is in flight any more."""
         self._flying.clear()
+        self._slots.clear()

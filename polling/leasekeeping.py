@@ -40,8 +40,8 @@ class LeaseKeeping:
             self.state = PollerState(state)
         until = now + timedelta(seconds=self.lease_seconds)
         held = claims.lease_renew(owner=self.name, now=now, until=until)
-        flowdraw.slots_renew(owner=self.name, until=until)
-        flowdraw.slots_expired_delete(before=now - timedelta(seconds=self.lease_seconds))
+        if self.pipeline.gate.has_slots():
+            flowdraw.slots_renew(owner=self.name, until=until)
         lost = set(self.leases) - set(held)
         if lost:
             metrics.LEASES_LOST.inc(len(lost))

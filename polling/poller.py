@@ -126,7 +126,8 @@ class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
             now=now,
             lease_seconds=self.lease_seconds,
         )
-        flowdraw.slots_reset(owner=self.name)  # a previous run under this name held none now
+        # A previous run under this name holds no slots now; gone pollers' rows go too.
+        flowdraw.slots_reset(owner=self.name, expired_before=now)
         logger.info("poller %s: registered (lease %ss)", self.name, self.lease_seconds)
 
     def stop(self) -> None:
