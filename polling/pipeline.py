@@ -46,9 +46,9 @@ from polling.retries import results_build
 
 logger = logging.getLogger(__name__)
 
-# A job of a rate-limited key this late for its slot is sent now and the key's next
-# jobs keep their spacing behind it (instead of all the late ones at once).
-_LATE = timedelta(seconds=0.1)
+# A poller that falls behind its rate slots (a busy CPU) sends at most this much of
+# a key's slots at once; the rest keep their spacing behind them.
+_LATE = timedelta(seconds=0.25)
 
 
 class Pipeline:
@@ -150,8 +150,8 @@ class Pipeline:
             previous = last.get(job.flow)
             if previous is not None:
                 at = max(at, previous + timedelta(seconds=job.send_gap))
-            if at < now - _LATE:  # far behind (a busy poller): start the spacing anew
-                at = now
+            if at < now - _LATE:  # far behind (a busy poller): no more than _LATE at once
+                at = now - _LATE
             if at > now:
                 heapq.heappush(timed, (at, order, job))
                 continue
