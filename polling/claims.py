@@ -169,30 +169,16 @@ def inflight_forget(batches: Iterable[int]) -> int:
 
 
 WINDOW_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s, %s)"
-WINDOW_LOCKS_SQL = "SELECT pg_advisory_xact_lock(%s, s) FROM unnest(%s::int[]) AS s ORDER BY s"
 
-_TAKE_COLUMNS = """id, team_id, due_at, attempts + 1, target_kind, target, payload, metadata,
+TAKE_COLUMNS = """id, team_id, due_at, attempts + 1, target_kind, target, payload, metadata,
     expires_at, schedule_id, scheduled_for, flow_control_key"""
 
 TAKE_SQL = (
     "SELECT "
-    + _TAKE_COLUMNS
+    + TAKE_COLUMNS
     + """
 FROM scheduling_job j
 WHERE j.bucket = %s AND j.shard = %s AND j.status = 'pending' AND j.due_at <= %s{after}{held}
-ORDER BY j.due_at LIMIT %s
-"""
-)
-
-# One flow-control key's due jobs on the reader's shards, in due order, across the
-# buckets its shards have not drained (constants: pruned to those partitions).
-FLOW_TAKE_SQL = (
-    "SELECT "
-    + _TAKE_COLUMNS
-    + """, bucket, shard
-FROM scheduling_job j
-WHERE j.team_id = %s AND j.flow_control_key = %s AND j.status = 'pending' AND j.due_at <= %s
-  AND j.bucket > %s AND j.bucket <= %s AND j.shard IN ({shards}){expired}
 ORDER BY j.due_at LIMIT %s
 """
 )
@@ -264,7 +250,7 @@ def batch_take(
     with transaction.atomic():
         if is_postgres():
             fetch_all(WINDOW_LOCK_SQL, [WINDOW_LOCK_CLASS, shard])
-        rows = _rows(fetch_all(sql, [*params, *held_params, fetch or limit]))
+        rows = rows_typed(fetch_all(sql, [*params, *held_params, fetch or limit]))
         if skip:
             rows = [r for r in rows if r[0] not in skip]
         rows = rows[:limit]
@@ -275,79 +261,14 @@ def batch_take(
         )
         if not rows:
             return Taken((), holds)
-        batch = _batch_record(owner, shard, epoch, rows, now)
+        batch = batch_record(owner, shard, epoch, rows, now)
     return Taken(
-        (_job(r, bucket, shard, epoch, batch, grants) for r in rows),
+        (job_of(r, bucket, shard, epoch, batch, grants) for r in rows),
         holds,
     )
 
 
-def flow_take(
-    *,
-    owner: str,
-    leases: dict[int, int],
-    team_id: int,
-    key: str,
-    after_bucket: datetime,
-    open_bucket: datetime,
-    now: datetime,
-    limit: int,
-    skip: Container[UUID] = (),
-    fetch: int | None = None,
-    expired_only: bool = False,
-    slots_until: datetime | None = None,
-) -> Taken:
-    """Read a held flow-control key's due jobs on my shards and record those it may send.
-
-    For a key the caller keeps out of its shard reads (``held``): up to ``limit`` of
-    the key's due pending jobs on the shards of ``leases`` (``{shard: epoch}``) in
-    buckets after ``after_bucket`` up to ``open_bucket``, oldest first across those
-    shards, through ``flowdraw.admit``, then one batch per shard, fenced like
-    ``batch_take`` (LeaseLost names the shard; nothing is recorded then). One
-    transaction, which takes the window lock of every shard of ``leases`` first
-    (ascending). ``expired_only``: only jobs past their ``expires_at`` (a paused key).
-    ``drained`` is set when nothing of the key is left waiting.
-    """
-    shards = sorted(leases)
-    if not shards:
-        return Taken()
-    sql = FLOW_TAKE_SQL.format(
-        shards=placeholders(len(shards)),
-        expired=" AND j.expires_at <= %s" if expired_only else "",
-    )
-    params = [team_id, key, dt(now), dt(after_bucket), dt(open_bucket), *shards]
-    if expired_only:
-        params.append(dt(now))
-    fetch = fetch or limit
-    with transaction.atomic():
-        if is_postgres():
-            fetch_all(WINDOW_LOCKS_SQL, [WINDOW_LOCK_CLASS, shards])
-        found = fetch_all(sql, [*params, fetch])
-        rows = _rows([r[:12] for r in found])
-        places = {row[0]: (to_dt(r[12]), int(r[13])) for row, r in zip(rows, found, strict=True)}
-        if skip:
-            rows = [r for r in rows if r[0] not in skip]
-        short = len(found) < fetch
-        rows = rows[:limit]
-        if not rows:
-            taken = Taken()
-            taken.drained = short
-            return taken
-        rows, grants, holds = flowdraw.admit(
-            rows, owner=owner, now=now, slots_until=slots_until or now
-        )
-        jobs: list[ClaimedJob] = []
-        for shard in sorted({places[r[0]][1] for r in rows}):
-            mine = [r for r in rows if places[r[0]][1] == shard]
-            batch = _batch_record(owner, shard, leases[shard], mine, now)
-            jobs += (_job(r, places[r[0]][0], shard, leases[shard], batch, grants) for r in mine)
-    jobs.sort(key=lambda job: job.due_at)
-    taken = Taken(jobs, holds)
-    taken.drained = short and not holds
-    return taken
-
-
-def _batch_record(
+def batch_record(
     owner: str, shard: int, epoch: int, rows: Sequence[tuple[Any, ...]], now: datetime
 ) -> int:
     ids = ids_text(r[0] for r in rows)
@@ -362,7 +283,7 @@ def _batch_record(
     return int(recorded[0][0])
 
 
-def _rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+def rows_typed(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """Rows as PostgreSQL returns them (SQLite returns ids, datetimes, JSON as text)."""
     if is_postgres():
         return rows
@@ -384,7 +305,7 @@ def _rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
 _NO_GRANT: Grant = (0, None, 0.0)
 
 
-def _job(
+def job_of(
     row: tuple[Any, ...],
     bucket: datetime | None,
     shard: int,
@@ -436,3 +357,8 @@ def _uuid_or_none(value: object) -> UUID | None:
 
 # --- write-back: polling.writeback; checkpoints and sweep: polling.checkpoints ----------
 # (both re-exported here)
+
+
+# --- reads of a held flow-control key: polling.keyreads (re-exported) ---------------
+
+from polling.keyreads import flow_take as flow_take  # noqa: E402
