@@ -200,10 +200,15 @@ class Cluster:
     # --- API ------------------------------------------------------------------------
 
     def post(self, path: str, body: Any, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        return self.request("POST", path, body, headers)
+
+    def request(
+        self, method: str, path: str, body: Any, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
         conn = http.client.HTTPConnection("127.0.0.1", self.api_port, timeout=30)
         try:
             conn.request(
-                "POST",
+                method,
                 path,
                 body=json.dumps(body),
                 headers={

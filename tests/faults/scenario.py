@@ -30,11 +30,21 @@ def run(
     writer: dict[str, Any] | None = None,
     extra_bound: int = 0,
     hot: tuple[float, float, float] | None = None,
+    flow_keys: tuple[str, ...] = (),
 ) -> Report:
     """``n`` jobs due over ``span`` s from 2 s ahead; ``fault`` runs ``fault_at`` s in
     (it may block while the fault lasts); racing writes stop after ``duration`` s."""
     t0 = time.monotonic()
-    schedule(cluster, seed=seed, n=n, start_in=2.0, span=span, dead_fraction=dead_fraction, hot=hot)
+    schedule(
+        cluster,
+        seed=seed,
+        n=n,
+        start_in=2.0,
+        span=span,
+        dead_fraction=dead_fraction,
+        hot=hot,
+        flow_keys=flow_keys,
+    )
     racer = RacingWriter(cluster, seed=seed, **(writer or {}))
     if racing:
         racer.__enter__()

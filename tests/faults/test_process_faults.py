@@ -43,6 +43,24 @@ def test_kill_9_mid_batch_more_seeds(make_cluster, seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", [1])
+def test_kill_9_with_flow_control(make_cluster, seed: int) -> None:
+    """Half the jobs belong to flow-control keys (a rate, a parallelism): the key
+    reads and their slots ride through a poller killed mid-batch as the rest do;
+    the dead poller's slots stop counting with its lease."""
+    cluster = make_cluster()
+    for key, limits in (("fk-rate", {"rate": 40}), ("fk-par", {"parallelism": 4})):
+        status, body = cluster.request("PUT", f"/api/v1/flow-controls/{key}", limits)
+        assert status in (200, 201), (status, body)
+    run(
+        cluster,
+        "kill -9 with flow control",
+        seed=seed,
+        fault=_kill_9,
+        flow_keys=("fk-rate", "fk-par"),
+    )
+
+
+@pytest.mark.parametrize("seed", [1])
 def test_sigstop_past_lease_then_sigcont(make_cluster, seed: int) -> None:
     run(make_cluster(), "SIGSTOP past lease", seed=seed, fault=_sigstop, duration=14.0)
 

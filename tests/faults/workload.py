@@ -25,10 +25,12 @@ def schedule(
     span: float,
     dead_fraction: float = 0.0,
     hot: tuple[float, float, float] | None = None,
+    flow_keys: tuple[str, ...] = (),
 ) -> list[str]:
     """``n`` jobs due at seeded random times in ``[now + start_in, + span]`` (so across
     buckets, and across shards by their ids); ``hot=(at, share, width)`` puts that
-    share of them into ``width`` popular seconds from ``at`` on. Returns the ids."""
+    share of them into ``width`` popular seconds from ``at`` on; with ``flow_keys``,
+    every other job carries one of those flow-control keys in turn. Returns the ids."""
     rng = random.Random(seed)
     now = db_now()
     jobs: list[dict[str, Any]] = []
@@ -38,13 +40,14 @@ def schedule(
             offset = hot[0] + rng.uniform(0, hot[2])
         path = "/hook/always500" if rng.random() < dead_fraction else "/hook"
         due = _iso(now + timedelta(seconds=offset))
-        jobs.append(
-            {
-                "due_at": due,
-                "callback_url": cluster.receiver.url(path),
-                "payload": {"seed": seed, "i": i, "due": due},  # a retry moves due_at on
-            }
-        )
+        job = {
+            "due_at": due,
+            "callback_url": cluster.receiver.url(path),
+            "payload": {"seed": seed, "i": i, "due": due},  # a retry moves due_at on
+        }
+        if flow_keys and i % 2 == 0:
+            job["flow_control_key"] = flow_keys[(i // 2) % len(flow_keys)]
+        jobs.append(job)
     return cluster.submit_bulk(jobs)
 
 
