@@ -18,11 +18,13 @@ from scheduling.api.fields import (
     AwareDateTimeField,
     CallbackUrlField,
     DueAtField,
+    FlowControlKeyField,
     StrictCharField,
     StrictIntegerField,
     allowlist_hosts,
 )
 from scheduling.clock import iso_utc
+from scheduling.flow.services import KEY_FORBIDDEN_CHARS
 from scheduling.models import Job, JobStatus, TargetKind
 from scheduling.specs import JobSpec
 
@@ -117,6 +119,11 @@ class JobCreateSerializer(StrictSerializer):
         allow_null=True,
         help_text="Not delivered by due_at + this: the job ends as expired, never late.",
     )
+    flow_control_key = FlowControlKeyField(
+        required=False,
+        allow_null=True,
+        help_text="Obey this key's rate and parallelism limits (PUT /api/v1/flow-controls/{key}).",
+    )
 
     def validate_payload(self, value: Any) -> Any:
         return _not_null(value)
@@ -148,6 +155,7 @@ def job_spec_from(data: Mapping[str, Any]) -> JobSpec:
         idempotency_key=data.get("idempotency_key"),
         window_seconds=data.get("window_seconds", 0),
         expires_after_seconds=data.get("expires_after_seconds"),
+        flow_control_key=data.get("flow_control_key"),
     )
 
 
@@ -224,6 +232,13 @@ def _plain_job(item: Any, fields: Mapping[str, serializers.Field]) -> dict[str, 
         if value is not None and not _plain_int(value, fields["expires_after_seconds"]):
             return None
         out["expires_after_seconds"] = value
+    if "flow_control_key" in item:
+        key = item["flow_control_key"]
+        if key is not None:
+            key = _plain_text(key, fields["flow_control_key"])
+            if key is None or any(char in key for char in KEY_FORBIDDEN_CHARS):
+                return None
+        out["flow_control_key"] = key
     return out
 
 
@@ -326,6 +341,7 @@ class JobListQuerySerializer(QuerySerializer):
     schedule_id = serializers.UUIDField(
         required=False, help_text="Only occurrences of this recurring schedule."
     )
+    flow_control_key = FlowControlKeyField(required=False, help_text="Only jobs of this key.")
     cursor = serializers.CharField(required=False, help_text="next_cursor of the previous page.")
     limit = serializers.IntegerField(min_value=1, max_value=MAX_BULK_JOBS, required=False)
 
@@ -375,6 +391,9 @@ class JobSerializer(serializers.Serializer):
     scheduled_for = AwareDateTimeField(
         allow_null=True, help_text="The occurrence's instant (due_at may be later: the window)."
     )
+    flow_control_key = serializers.CharField(
+        allow_null=True, help_text="The flow-control key whose limits the job obeys."
+    )
 
     @extend_schema_field({"type": ["string", "null"], "format": "uri"})
     def get_callback_url(self, job: Job) -> str | None:
@@ -416,6 +435,7 @@ def job_body(job: Job) -> dict[str, Any]:
         "updated_at": iso_utc(job.updated_at),
         "schedule_id": None if job.schedule_id is None else str(job.schedule_id),
         "scheduled_for": None if job.scheduled_for is None else iso_utc(job.scheduled_for),
+        "flow_control_key": job.flow_control_key,
     }
 
 

@@ -77,6 +77,7 @@ class JobListCreateView(TeamView):
             due_before=params.get("due_before"),
             metadata=params.get("metadata"),
             schedule_id=params.get("schedule_id"),
+            flow_control_key=params.get("flow_control_key"),
             after=pagination.cursor_decode(cursor) if cursor else None,
         )
         page = list(jobs[: limit + 1])
