@@ -57,4 +57,6 @@ def key_cursor_decode(cursor: str) -> str:
     decode with replacement characters, still a bound to compare keys with."""
     if not re.match(contract.FLOW_CONTROL_CURSOR, cursor):
         raise InvalidCursor
-    return bytes.fromhex(cursor).decode("utf-8", errors="replace")
+    key = bytes.fromhex(cursor).decode("utf-8", errors="replace")
+    # No key holds NUL (PostgreSQL text cannot): the part before one is the bound.
+    return key.split("\x00", 1)[0]

@@ -93,17 +93,23 @@ def flow_limits_delete(*, team: Team, key: str) -> None:
 def flow_pause_set(*, team: Team, key: str, paused: bool) -> FlowControl:
     """Pause or resume ``key``. Pausing a key without limits records it (paused, no
     limits); a paused key's due jobs stay pending and start in due order on resume."""
-    if not key or len(key) > KEY_MAX_CHARS:
-        raise InvalidFlowControl(f"a key is 1 to {KEY_MAX_CHARS} characters", field="key")
+    key_validate(key)
     now = db_now()
     with transaction.atomic():
         flow = FlowControl.objects.select_for_update().filter(team=team, key=key).first()
         if flow is None:
             if not paused:
                 raise FlowControlNotFound(f"no flow control for key {key!r}")
-            return FlowControl.objects.create(
-                team=team, key=key, paused=True, created_at=now, updated_at=now
+            # get_or_create: a concurrent pause or PUT of the same new key makes the
+            # row first (flowcontrol_team_key_uniq); then this pauses that row.
+            flow, created = FlowControl.objects.get_or_create(
+                team=team,
+                key=key,
+                defaults={"paused": True, "created_at": now, "updated_at": now},
             )
+            if created:
+                return flow
+            flow = FlowControl.objects.select_for_update().get(pk=flow.pk)
         if flow.paused != paused:
             flow.paused, flow.updated_at = paused, now
             flow.save(update_fields=["paused", "updated_at"])

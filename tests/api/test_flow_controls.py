@@ -94,6 +94,8 @@ def test_the_list_pages_by_key(api) -> None:
     assert response.status_code == 400 and "cursor" in error_of(response)["fields"]
     # Any value of the cursor's shape is a position, even bytes that are no UTF-8.
     assert api.get(URL, {"cursor": "ff"}).status_code == 200
+    assert api.get(URL, {"cursor": "00"}).status_code == 200  # NUL: no key has one
+    assert [f["key"] for f in api.get(URL, {"cursor": "6b3300"}).json()["results"]][:1] == ["k4"]
     assert api.get(URL, {"limit": 0}).status_code == 400
 
 
