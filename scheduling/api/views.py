@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from scheduling import cancels, deadletters, selectors, services
 from scheduling.api import pagination, schema
+from scheduling.api.bulkplain import bulk_jobs_plain, bulk_result_body
 from scheduling.api.serializers import (
     DeliveryAttemptListSerializer,
     JobBulkCreateSerializer,
@@ -24,8 +25,6 @@ from scheduling.api.serializers import (
     JobPageSerializer,
     JobRescheduleSerializer,
     JobSerializer,
-    bulk_jobs_plain,
-    bulk_result_body,
     job_body,
     job_spec_from,
     target_field,

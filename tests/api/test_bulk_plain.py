@@ -15,12 +15,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduling.api.bulkplain import bulk_jobs_plain, bulk_result_body
 from scheduling.api.serializers import (
     MAX_BULK_JOBS,
     JobBulkCreateSerializer,
     JobBulkResultSerializer,
-    bulk_jobs_plain,
-    bulk_result_body,
 )
 from scheduling.models import JobStatus
 

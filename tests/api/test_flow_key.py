@@ -6,7 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from scheduling.api.serializers import JobSerializer, bulk_jobs_plain, job_body
+from scheduling.api.bulkplain import bulk_jobs_plain
+from scheduling.api.serializers import JobSerializer, job_body
 from scheduling.clock import db_now
 from scheduling.models import Job, Schedule
 from tests.support.api import error_of, iso
