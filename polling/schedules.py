@@ -86,16 +86,18 @@ class Plan:
     metadata: dict[str, str]
     window_seconds: int
     expires_after_seconds: int | None
+    flow_control_key: str | None = None  # copied to every occurrence
     payload_json: str = ""  # compact JSON, encoded once for all the schedule's jobs
 
 
 # S, the shard indices in use, is the number of lease rows (``0 .. max(S) - 1``);
-# each row carries it (column 18) so the poller needs no second statement.
+# each row carries it (column 18) so the poller needs no second statement. Column 19:
+# the flow-control key each occurrence carries.
 DUE_SQL = """
 WITH n (indices) AS (SELECT COUNT(*) FROM polling_shardlease)
 SELECT s.id, s.team_id, s.cron, s.every_seconds, s.timezone, s.target_kind, s.target,
     s.payload, s.metadata, s.window_seconds, s.expires_after_seconds, s.start_at, s.end_at,
-    s.anchor_at, s.missed, s.next_at, s.version, s.shard_hash, n.indices
+    s.anchor_at, s.missed, s.next_at, s.version, s.shard_hash, n.indices, s.flow_control_key
 FROM scheduling_schedule s, n
 WHERE s.paused = %s AND s.next_at IS NOT NULL AND s.next_at <= %s AND n.indices > 0
   AND (s.shard_hash %% n.indices) IN ({shards})
@@ -166,6 +168,7 @@ def plan(row: Sequence[Any], *, epoch: int, shard: int, now: datetime, until: da
         metadata=to_json(metadata) or {},
         window_seconds=int(window),
         expires_after_seconds=expires,
+        flow_control_key=row[19],
     )
 
 
@@ -375,6 +378,7 @@ def occurrences_write_fenced(*, owner: str, plans: Sequence[Plan], now: datetime
                         else None,
                         "schedule_id": schedule_id,
                         "scheduled_for": instant,
+                        "flow_control_key": p.flow_control_key,
                     }
                 )
 

@@ -48,6 +48,7 @@ class ScheduleSpec:
     start_at: datetime | None = None
     end_at: datetime | None = None
     missed: str = MissedPolicy.SKIP
+    flow_control_key: str | None = None  # copied to every occurrence
 
 
 def _check(values: dict[str, Any], now: datetime) -> None:
@@ -78,6 +79,7 @@ def _check(values: dict[str, Any], now: datetime) -> None:
             metadata=values["metadata"],
             window_seconds=values["window_seconds"],
             expires_after_seconds=values["expires_after_seconds"],
+            flow_control_key=values.get("flow_control_key"),
         )
     )
 
@@ -228,6 +230,7 @@ UPDATABLE = frozenset(
         "start_at",
         "end_at",
         "missed",
+        "flow_control_key",
     }
 )
 

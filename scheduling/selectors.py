@@ -79,6 +79,7 @@ def job_list(
     due_before: datetime | None = None,
     metadata: dict[str, str] | None = None,
     schedule_id: uuid.UUID | None = None,
+    flow_control_key: str | None = None,
     after: tuple[datetime, uuid.UUID] | None = None,
 ) -> QuerySet[Job]:
     """The team's jobs ordered by ``(due_at, id)``, filtered.
@@ -97,6 +98,8 @@ def job_list(
         jobs = job_filter_metadata(jobs, metadata)
     if schedule_id is not None:  # served by the partial index job_schedule_due
         jobs = jobs.filter(schedule_id=schedule_id)
+    if flow_control_key is not None:  # pending ones: the partial index job_pending_flow_key
+        jobs = jobs.filter(flow_control_key=flow_control_key)
     if after is not None:
         due_at, job_id = after
         jobs = jobs.filter(Q(due_at__gt=due_at) | Q(due_at=due_at, id__gt=job_id))

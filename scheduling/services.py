@@ -108,6 +108,7 @@ def _schedule_once(
                         "idempotency_key": spec.idempotency_key,
                         "request_fingerprint": spec.fingerprint() if spec.idempotency_key else "",
                         "window_seconds": spec.window_seconds,
+                        "flow_control_key": spec.flow_control_key,
                         "_payload_json": texts[i] if texts is not None else None,
                     }
                 )
@@ -182,6 +183,7 @@ def job_schedule(
     idempotency_key: str | None = None,
     window_seconds: int = 0,
     expires_after_seconds: int | None = None,
+    flow_control_key: str | None = None,
     now: datetime | None = None,
 ) -> tuple[Job, bool]:
     """Schedule one job; return ``(job, created)``, False for a replay. No payload: ``{}``."""
@@ -194,6 +196,7 @@ def job_schedule(
         idempotency_key=idempotency_key,
         window_seconds=window_seconds,
         expires_after_seconds=expires_after_seconds,
+        flow_control_key=flow_control_key,
     )
     now = now or db_now()
     job_spec_validate(spec, now=now)

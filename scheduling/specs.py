@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from scheduling import conf, handlers, keys, netguard
 from scheduling.errors import InvalidDueTime, InvalidTarget, PayloadTooLarge, SchedulingError
+from scheduling.flow.services import key_validate
 from scheduling.models import TargetKind
 
 _HANDLER_NAME = re.compile(handlers.HANDLER_NAME_PATTERN)
@@ -39,6 +40,8 @@ class JobSpec:
     window_seconds: int = 0
     # Past due_at + this, the job ends as expired instead of firing late.
     expires_after_seconds: int | None = None
+    # The team's flow-control key whose limits the job obeys (scheduling.flow).
+    flow_control_key: str | None = None
 
     def fingerprint(self) -> str:
         """sha256 of the canonical request, to tell an idempotent replay from a conflict."""
@@ -51,6 +54,10 @@ class JobSpec:
             "window_seconds": self.window_seconds,
             "expires_after_seconds": self.expires_after_seconds,
         }
+        if self.flow_control_key is not None:
+            # Only when given: the fingerprints of requests without a key (stored
+            # before keys existed) stay what they were.
+            body["flow_control_key"] = self.flow_control_key
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -159,4 +166,6 @@ class SpecChecker:
             isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
         ):
             raise SchedulingError("metadata must map strings to strings.", field="metadata")
+        if spec.flow_control_key is not None:
+            key_validate(spec.flow_control_key, field="flow_control_key")
         return text

@@ -266,6 +266,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "scheduling.api.schema.document_headers",
         "scheduling.api.schedule_views.document_schedules",
+        "scheduling.api.flow_views.document_flow_controls",
         "scheduling.api.schema_rules.document_rules",
     ],
 }

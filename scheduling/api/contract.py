@@ -22,6 +22,14 @@ METADATA_FILTER = "^[^=\\u0000]{1,64}=[^\\u0000]{0,512}$"
 # this shape decodes, so a client holding one can never get "invalid cursor".
 CURSOR = "^[0-9]{1,17}\\.[0-9a-f]{32}$"
 
+# A flow-control key (scheduling.flow.services.key_validate): 1 to 100 characters, no
+# "/" (it is a path segment of /api/v1/flow-controls/{key}) and no NUL.
+FLOW_CONTROL_KEY = "^[^/\\u0000]{1,100}$"
+
+# The flow-control list's cursor: the last key of the page, its UTF-8 bytes in hex.
+# Any value of this shape is a position (bytes that are no UTF-8 still compare).
+FLOW_CONTROL_CURSOR = "^(?:[0-9a-f]{2}){1,400}$"
+
 # RFC 3339 date-time with an offset (what docs/api.md asks for), nothing looser.
 _HOUR_MINUTE = "(?:[01][0-9]|2[0-3]):[0-5][0-9]"
 _TIME = f"T{_HOUR_MINUTE}:[0-5][0-9](?:\\.[0-9]{{1,6}})?(?:Z|[+-]{_HOUR_MINUTE})$"

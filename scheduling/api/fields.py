@@ -13,6 +13,7 @@ from rest_framework import serializers
 from scheduling import conf, netguard
 from scheduling.api import contract
 from scheduling.clock import iso_utc
+from scheduling.flow.services import KEY_FORBIDDEN_CHARS, KEY_MAX_CHARS
 
 
 class StrictCharField(serializers.CharField):
@@ -39,6 +40,20 @@ class StrictIntegerField(serializers.IntegerField):
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class FlowControlKeyField(StrictCharField):
+    """A flow-control key (``contract.FLOW_CONTROL_KEY``): 1 to 100 characters, no "/"."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", KEY_MAX_CHARS)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        key = super().to_internal_value(data)
+        if any(char in key for char in KEY_FORBIDDEN_CHARS):
+            raise serializers.ValidationError("Must not contain '/' or NUL characters.")
+        return key
 
 
 class AwareDateTimeField(serializers.DateTimeField):

@@ -44,3 +44,19 @@ def next_url(request: Request, cursor: str | None) -> str | None:
     if cursor is None:
         return None
     return replace_query_param(request.build_absolute_uri(), "cursor", cursor)
+
+
+def key_cursor_encode(key: str) -> str:
+    """A cursor after ``key`` in a list ordered by key: its UTF-8 bytes in hex."""
+    return key.encode().hex()
+
+
+def key_cursor_decode(cursor: str) -> str:
+    """The key a ``key_cursor_encode`` cursor stands after. Any string of the schema's
+    shape (``contract.FLOW_CONTROL_CURSOR``) is a position: bytes that are no UTF-8
+    decode with replacement characters, still a bound to compare keys with."""
+    if not re.match(contract.FLOW_CONTROL_CURSOR, cursor):
+        raise InvalidCursor
+    key = bytes.fromhex(cursor).decode("utf-8", errors="replace")
+    # No key holds NUL (PostgreSQL text cannot): the part before one is the bound.
+    return key.split("\x00", 1)[0]

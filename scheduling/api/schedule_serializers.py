@@ -16,6 +16,7 @@ from scheduling.api import contract
 from scheduling.api.fields import (
     AwareDateTimeField,
     CallbackUrlField,
+    FlowControlKeyField,
     StrictCharField,
     StrictIntegerField,
 )
@@ -118,6 +119,11 @@ class _ScheduleFields(StrictSerializer):
         help_text="Occurrences missed (paused, outage, past start_at): skip them, or fire "
         "the most recent once.",
     )
+    flow_control_key = FlowControlKeyField(
+        required=False,
+        allow_null=True,
+        help_text="Copied to every occurrence: its jobs obey this key's limits (null: none).",
+    )
 
     def _check_target(self, attrs: dict[str, Any], required: bool) -> None:
         given = [name for name in ("callback_url", "handler") if name in attrs]
@@ -198,6 +204,7 @@ def schedule_spec_from(data: Mapping[str, Any]) -> ScheduleSpec:
         start_at=data.get("start_at"),
         end_at=data.get("end_at"),
         missed=data.get("missed", MissedPolicy.SKIP),
+        flow_control_key=data.get("flow_control_key"),
     )
 
 
@@ -222,6 +229,7 @@ class ScheduleSerializer(serializers.Serializer):
     start_at = AwareDateTimeField(allow_null=True)
     end_at = AwareDateTimeField(allow_null=True)
     missed = serializers.ChoiceField(choices=MissedPolicy.choices)
+    flow_control_key = serializers.CharField(allow_null=True)
     paused = serializers.BooleanField()
     next_occurrences = serializers.ListField(
         child=AwareDateTimeField(),

@@ -51,6 +51,7 @@ SCHEDULE_EXAMPLE = {
     "start_at": None,
     "end_at": None,
     "missed": "skip",
+    "flow_control_key": None,
     "paused": False,
     "next_occurrences": [
         "2027-03-01T14:00:00Z",

@@ -190,6 +190,7 @@ JOB_EXAMPLE = {
     "updated_at": "2027-02-27T12:00:00Z",
     "schedule_id": None,
     "scheduled_for": None,
+    "flow_control_key": None,
 }
 
 CREATE_EXAMPLES = [

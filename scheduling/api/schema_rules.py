@@ -86,6 +86,8 @@ def _request_bodies(schemas: dict[str, Any], due_at: str) -> None:
             props["payload"] = {**_PAYLOAD, "description": props["payload"].get("description", "")}
         if "metadata" in props:
             props["metadata"] = _metadata(1 if name == "JobCancelManyRequest" else 0)
+        if "flow_control_key" in props:
+            props["flow_control_key"]["pattern"] = contract.FLOW_CONTROL_KEY
     schemas["JobCreateRequest"].update(_ONE_TARGET)
     schemas["PatchedJobRescheduleRequest"]["required"] = ["due_at"]
     cancel = schemas["JobCancelManyRequest"]
@@ -93,6 +95,10 @@ def _request_bodies(schemas: dict[str, Any], due_at: str) -> None:
     cancel["properties"]["ids"].update(minItems=1, maxItems=MAX_BULK_JOBS)
     schemas["JobBulkCreateRequest"]["properties"]["jobs"].update(minItems=1, maxItems=MAX_BULK_JOBS)
     schemas["JsonValue"] = _JSON_VALUE
+
+
+# Lists ordered by something else than (time, id) have cursors of their own shape.
+_CURSORS = {"flow_controls_list": contract.FLOW_CONTROL_CURSOR}
 
 
 def _query_parameters(paths: dict[str, Any]) -> None:
@@ -104,7 +110,9 @@ def _query_parameters(paths: dict[str, Any]) -> None:
                 rule = param.get("schema", {})
                 name = param["name"]
                 if name == "cursor":
-                    rule["pattern"] = contract.CURSOR
+                    rule["pattern"] = _CURSORS.get(operation["operationId"], contract.CURSOR)
+                elif name == "flow_control_key":
+                    rule["pattern"] = contract.FLOW_CONTROL_KEY
                 elif name == "metadata":
                     rule["maxItems"] = MAX_METADATA_ENTRIES
                     rule["items"] = {"type": "string", "pattern": contract.METADATA_FILTER}

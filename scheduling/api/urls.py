@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from scheduling.api import schedule_views, views
+from scheduling.api import flow_views, schedule_views, views
 
 urlpatterns = [
     path("jobs", views.JobListCreateView.as_view(), name="jobs"),
@@ -34,5 +34,21 @@ urlpatterns = [
         "schedules/<uuid:schedule_id>/occurrences",
         schedule_views.ScheduleOccurrencesView.as_view(),
         name="schedule-occurrences",
+    ),
+    path("flow-controls", flow_views.FlowControlListView.as_view(), name="flow-controls"),
+    path(
+        "flow-controls/<str:key>",
+        flow_views.FlowControlDetailView.as_view(),
+        name="flow-control-detail",
+    ),
+    path(
+        "flow-controls/<str:key>/pause",
+        flow_views.FlowControlPauseView.as_view(),
+        name="flow-control-pause",
+    ),
+    path(
+        "flow-controls/<str:key>/resume",
+        flow_views.FlowControlResumeView.as_view(),
+        name="flow-control-resume",
     ),
 ]

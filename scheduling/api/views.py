@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from scheduling import cancels, deadletters, selectors, services
 from scheduling.api import pagination, schema
+from scheduling.api.bulkplain import bulk_jobs_plain, bulk_result_body
 from scheduling.api.serializers import (
     DeliveryAttemptListSerializer,
     JobBulkCreateSerializer,
@@ -24,8 +25,6 @@ from scheduling.api.serializers import (
     JobPageSerializer,
     JobRescheduleSerializer,
     JobSerializer,
-    bulk_jobs_plain,
-    bulk_result_body,
     job_body,
     job_spec_from,
     target_field,
@@ -77,6 +76,7 @@ class JobListCreateView(TeamView):
             due_before=params.get("due_before"),
             metadata=params.get("metadata"),
             schedule_id=params.get("schedule_id"),
+            flow_control_key=params.get("flow_control_key"),
             after=pagination.cursor_decode(cursor) if cursor else None,
         )
         page = list(jobs[: limit + 1])

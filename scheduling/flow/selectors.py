@@ -92,11 +92,18 @@ def flow_get(*, team_id: int, key: str) -> FlowControl | None:
     return FlowControl.objects.filter(team_id=team_id, key=key).first()
 
 
-def flow_list(*, team_id: int | None = None) -> list[FlowControl]:
-    """A team's keys by name (every team's with None: the console)."""
+def flow_list(
+    *, team_id: int | None = None, after: str | None = None, limit: int | None = None
+) -> list[FlowControl]:
+    """A team's keys by name (every team's with None: the console); ``after`` (a key)
+    and ``limit`` page through them (the API's list)."""
     flows = FlowControl.objects.select_related("team").order_by("team_id", "key")
     if team_id is not None:
         flows = flows.filter(team_id=team_id)
+    if after is not None:
+        flows = flows.filter(key__gt=after)
+    if limit is not None:
+        flows = flows[:limit]
     return list(flows)
 
 

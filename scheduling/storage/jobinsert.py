@@ -44,6 +44,7 @@ COPY_COLUMNS = (
     ("updated_at", "timestamptz"),
     ("schedule_id", "uuid"),
     ("scheduled_for", "timestamptz"),
+    ("flow_control_key", "text"),
 )
 COPY_SQL = (
     f"COPY scheduling_job ({', '.join(name for name, _ in COPY_COLUMNS)})"
@@ -163,6 +164,7 @@ def _rows(jobs: Iterable[Job]) -> Iterator[tuple[object, ...]]:
             d["updated_at"],
             d["schedule_id"],
             d["scheduled_for"],
+            d["flow_control_key"],
         )
 
 

@@ -15,12 +15,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduling.api.bulkplain import bulk_jobs_plain, bulk_result_body
 from scheduling.api.serializers import (
     MAX_BULK_JOBS,
     JobBulkCreateSerializer,
     JobBulkResultSerializer,
-    bulk_jobs_plain,
-    bulk_result_body,
 )
 from scheduling.models import JobStatus
 
@@ -56,6 +55,7 @@ def test_plain_bodies_take_the_direct_path() -> None:
         {"jobs": [{"due_at": "2027-03-01T09:00:00.123456Z", "handler": "noop"}]},
         {"jobs": [webhook, VALID, {"due_at": "2027-03-01T09:00:00Z", "handler": "noop"}]},
         {"jobs": [{**VALID, "expires_after_seconds": 0, "window_seconds": 0, "payload": []}]},
+        {"jobs": [{**VALID, "flow_control_key": "partner"}, {**VALID, "flow_control_key": None}]},
         {"jobs": [{**VALID, "payload": "text", "metadata": {}}] * MAX_BULK_JOBS},
     ]
     for body in bodies:
@@ -113,6 +113,10 @@ def test_anything_the_serializer_refuses_goes_to_the_serializer() -> None:
         {"jobs": [{**VALID, "window_seconds": None}]},
         {"jobs": [{**VALID, "expires_after_seconds": -1}]},
         {"jobs": [{**VALID, "expires_after_seconds": 10**12}]},
+        {"jobs": [{**VALID, "flow_control_key": ""}]},
+        {"jobs": [{**VALID, "flow_control_key": "k" * 101}]},
+        {"jobs": [{**VALID, "flow_control_key": "a/b"}]},
+        {"jobs": [{**VALID, "flow_control_key": 5}]},
         {"jobs": [VALID, {**VALID, "due_at": "nope"}]},
     ]
     for body in refused:
@@ -122,7 +126,9 @@ def test_anything_the_serializer_refuses_goes_to_the_serializer() -> None:
 
 _text = st.one_of(
     st.text(max_size=8),
-    st.sampled_from(["", " ", " noop ", "noop", "x" * 201, "a\x00b", "\ud800", "é"]),
+    st.sampled_from(
+        ["", " ", " noop ", "noop", "x" * 201, "a\x00b", "\ud800", "é", "a/b", "k" * 101]
+    ),
 )
 _value = st.one_of(
     st.none(), st.booleans(), st.integers(-2, 10**6), st.floats(allow_nan=False), _text
@@ -136,6 +142,7 @@ _NAMES = [
     "idempotency_key",
     "window_seconds",
     "expires_after_seconds",
+    "flow_control_key",
     "other",
 ]
 _field_value = st.one_of(

@@ -18,9 +18,11 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from scheduling.api.flow_views import FLOW_KEY
 from scheduling.api.schedule_views import SCHEDULE_ID
 from scheduling.api.schema import JOB_ID
 from scheduling.clock import db_now
+from scheduling.flow.services import flow_limits_set
 from scheduling.models import Job, Schedule
 from scheduling.schedules import ScheduleSpec, schedule_create
 from scheduling.services import job_schedule
@@ -28,7 +30,7 @@ from tests.support.api import client_for
 
 pytestmark = pytest.mark.django_db
 
-MAX_EXAMPLES = 25  # per operation: seventeen operations, ~30 s in all
+MAX_EXAMPLES = 25  # per operation: twenty-three operations, ~40 s in all
 STATEFUL_EXAMPLES = 20  # sequences of up to STATEFUL_STEPS linked calls, ~15 s
 STATEFUL_STEPS = 6
 
@@ -41,7 +43,7 @@ def test_schema_documents_every_endpoint_and_error(client) -> None:
         (path, method): op
         for path, item in doc["paths"].items()
         for method, op in item.items()
-        if method in {"get", "post", "patch", "delete"}
+        if method in {"get", "post", "put", "patch", "delete"}
     }
     assert set(ops) == {
         ("/api/v1/jobs", "get"),
@@ -61,6 +63,12 @@ def test_schema_documents_every_endpoint_and_error(client) -> None:
         ("/api/v1/schedules/{schedule_id}/pause", "post"),
         ("/api/v1/schedules/{schedule_id}/resume", "post"),
         ("/api/v1/schedules/{schedule_id}/occurrences", "get"),
+        ("/api/v1/flow-controls", "get"),
+        ("/api/v1/flow-controls/{key}", "get"),
+        ("/api/v1/flow-controls/{key}", "put"),
+        ("/api/v1/flow-controls/{key}", "delete"),
+        ("/api/v1/flow-controls/{key}/pause", "post"),
+        ("/api/v1/flow-controls/{key}/resume", "post"),
     }
     for (path, method), op in ops.items():
         assert {"400", "401", "414", "429"} <= set(op["responses"]), (path, method)
@@ -100,6 +108,22 @@ def test_schema_documents_every_endpoint_and_error(client) -> None:
     assert "null" not in str(job["properties"]["payload"]["anyOf"])
     request = doc["components"]["schemas"]["ScheduleCreateRequest"]
     assert {"required": ["cron"]} in request["allOf"][0]["oneOf"]
+    put = ops[("/api/v1/flow-controls/{key}", "put")]["responses"]
+    assert "Location" in put["201"]["headers"]
+    for status in ("200", "201"):
+        assert {link["operationId"] for link in put[status]["links"].values()} == {
+            "flow_controls_retrieve",
+            "flow_controls_delete",
+            "flow_controls_pause",
+            "flow_controls_resume",
+        }
+    limits = doc["components"]["schemas"]["FlowControlLimitsRequest"]
+    assert limits["anyOf"] == [{"required": ["rate"]}, {"required": ["parallelism"]}]
+    (key,) = [
+        p for p in ops[("/api/v1/flow-controls/{key}", "get")]["parameters"] if p["in"] == "path"
+    ]
+    assert key["schema"]["maxLength"] == 100
+    assert job["properties"]["flow_control_key"]["maxLength"] == 100
 
 
 def test_schema_generates_without_warnings_and_validates(tmp_path) -> None:
@@ -146,6 +170,8 @@ def bearer(team):
     spec = ScheduleSpec(target_kind="handler", target="noop", cron="0 9 * * MON-FRI")
     created = schedule_create(team=team, spec=spec)
     Schedule.objects.filter(id=created.id).update(id=uuid.UUID(SCHEDULE_ID))
+    # And the flow-control key (get, put, pause and resume reach 200).
+    flow_limits_set(team=team, key=FLOW_KEY, rate=100, parallelism=10)
     _KEY["api_key"] = client_for(team).api_key
     yield _KEY["api_key"]
     _KEY.clear()

@@ -18,6 +18,7 @@ from sendlater_client import (
     AuthenticationError,
     Client,
     Conflict,
+    FlowControl,
     NotFound,
     RateLimited,
     RetryPolicy,
@@ -180,3 +181,56 @@ def test_async_client(server: str, api_key: str) -> None:
             return ids
 
     assert len(asyncio.run(run())) == 4
+
+
+def test_flow_controls_and_keyed_jobs(server: str, api_key: str) -> None:
+    with Client(server, api_key, retry=FAST_RETRY) as client:
+        job = client.schedule(later(), handler="noop", flow_control_key="partner")
+        assert job.flow_control_key == "partner"
+        client.schedule_many([{"due_at": later(), "handler": "noop", "flow_control_key": "b"}])
+        client.schedule(later(), handler="noop")
+        assert [j.id for j in client.list(flow_control_key="partner")] == [job.id]
+        made = client.set_flow_control("partner", rate=100, parallelism=10)
+        assert isinstance(made, FlowControl)
+        assert (made.rate, made.period_seconds, made.parallelism) == (100, 1, 10)
+        assert made.created_at is not None and made.created_at.tzinfo is not None
+        assert client.set_flow_control("partner", rate=5, period_seconds=60).parallelism is None
+        assert client.pause_flow_control("a key?#%").paused  # any key, escaped in the path
+        assert client.get_flow_control("a key?#%").rate is None
+        assert [f.key for f in client.list_flow_controls(limit=1)] == ["a key?#%", "partner"]
+        assert client.resume_flow_control("partner").paused is False
+        client.delete_flow_control("partner")
+        with pytest.raises(NotFound):
+            client.get_flow_control("partner")
+        with pytest.raises(ValidationError) as err:
+            client.set_flow_control("partner", rate=0)
+        assert "rate" in err.value.fields
+
+
+def test_flow_control_calls_are_shaped_as_the_api_wants() -> None:
+    seen: list[httpx.Request] = []
+    flow = {"key": "a/b", "rate": None, "period_seconds": 1, "parallelism": 2, "paused": False}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.method == "DELETE":
+            return httpx.Response(204)
+        if request.url.path == "/api/v1/flow-controls":
+            return httpx.Response(200, json={"results": [flow], "next_cursor": None})
+        if request.url.path == "/api/v1/jobs":
+            return httpx.Response(200, json={"results": [], "next_cursor": None})
+        return httpx.Response(200, json=flow)
+
+    with Client("http://t", "k", transport=httpx.MockTransport(answer)) as client:
+        assert client.set_flow_control("x y", parallelism=2).parallelism == 2
+        assert client.delete_flow_control("x y") is None
+        assert [f.key for f in client.list_flow_controls()] == ["a/b"]
+        client.pause_flow_control("50%")
+        list(client.list(flow_control_key="k"))
+    put, delete, listed, pause, jobs = seen
+    assert put.method == "PUT" and put.url.raw_path == b"/api/v1/flow-controls/x%20y"
+    assert put.content == b'{"parallelism":2}'
+    assert delete.url.raw_path == b"/api/v1/flow-controls/x%20y"
+    assert listed.url.params == httpx.QueryParams()
+    assert pause.url.raw_path == b"/api/v1/flow-controls/50%25/pause"
+    assert jobs.url.params["flow_control_key"] == "k"

@@ -100,6 +100,13 @@ def test_detail_shows_attempts(admin_client, team) -> None:
     assert "boom" in page.content.decode() and "503" in page.content.decode()
 
 
+def test_detail_shows_the_flow_control_key_read_only(admin_client, team) -> None:
+    job = _schedule(team, flow_control_key="partner-api")
+    page = admin_client.get(f"/admin/scheduling/job/{job.id}/change/").content.decode()
+    assert "Flow control key" in page and "partner-api" in page
+    assert 'name="flow_control_key"' not in page  # shown, not editable
+
+
 def test_changelist_has_no_date_hierarchy_and_estimates(admin_client, team) -> None:
     _schedule(team)
     page = admin_client.get("/admin/scheduling/job/")

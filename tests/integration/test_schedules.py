@@ -308,3 +308,29 @@ def test_handler_delivery_and_webhook_body_carry_the_schedule(team) -> None:
 
 def _fields(job) -> dict:
     return {name: getattr(job, name) for name in job.__slots__}
+
+
+def test_occurrences_carry_the_schedules_flow_control_key(team) -> None:
+    base = future_base()
+    keyed = make(team, base, every_seconds=60, start_at=base, flow_control_key="partner")
+    plain = make(team, base, every_seconds=60, start_at=base)
+    poller = poller_build()
+    poller.iterate(now=base - timedelta(seconds=1))
+    jobs = Job.objects.filter(schedule_id=keyed.id)
+    assert jobs.count() >= 3
+    assert set(jobs.values_list("flow_control_key", flat=True)) == {"partner"}
+    assert set(
+        Job.objects.filter(schedule_id=plain.id).values_list("flow_control_key", flat=True)
+    ) == {None}
+    # A new key re-plans the future: the pending occurrences are made again with it.
+    schedule_update(
+        team=team,
+        schedule_id=keyed.id,
+        changes={"flow_control_key": "other"},
+        now=base - timedelta(seconds=1),
+    )
+    poller.iterate(now=base - timedelta(seconds=1))
+    live = Job.objects.filter(schedule_id=keyed.id, status=JobStatus.PENDING)
+    assert live.exists()
+    assert set(live.values_list("flow_control_key", flat=True)) == {"other"}
+    no_doubles()

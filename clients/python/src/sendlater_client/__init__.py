@@ -13,7 +13,7 @@ from .errors import (
     TransportError,
     ValidationError,
 )
-from .models import Attempt, Job
+from .models import Attempt, FlowControl, Job
 from .verify import verify
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "AuthenticationError",
     "Client",
     "Conflict",
+    "FlowControl",
     "InvalidSignature",
     "Job",
     "NotFound",

@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
-from .models import Attempt, Job, format_dt
+from .models import Attempt, FlowControl, Job, format_dt
 
 BULK_MAX_JOBS = 1000  # the API's limit per POST /api/v1/jobs/bulk
 JOB_FIELDS = (
@@ -26,6 +27,7 @@ JOB_FIELDS = (
     "idempotency_key",
     "window_seconds",
     "expires_after_seconds",
+    "flow_control_key",
 )
 
 
@@ -94,6 +96,7 @@ def list_page(
     due_after: datetime | str | None = None,
     due_before: datetime | str | None = None,
     metadata: Mapping[str, str] | None = None,
+    flow_control_key: str | None = None,
     limit: int | None = None,
     cursor: str | None = None,
 ) -> Call:
@@ -106,6 +109,8 @@ def list_page(
         params.append(("due_before", format_dt(due_before)))
     for key, value in (metadata or {}).items():
         params.append(("metadata", f"{key}={value}"))
+    if flow_control_key is not None:
+        params.append(("flow_control_key", flow_control_key))
     if limit is not None:
         params.append(("limit", str(limit)))
     if cursor is not None:
@@ -150,3 +155,60 @@ def attempts(job_id: Any) -> Call:
 
 def requeue(job_id: Any) -> Call:
     return Call("POST", f"/api/v1/jobs/{_path_id(job_id)}/requeue", Job.from_json)
+
+
+def _flow_path(key: str) -> str:
+    # Every character escaped: a key may hold "?", "#", "%" or spaces (never "/").
+    return f"/api/v1/flow-controls/{quote(key, safe='')}"
+
+
+def flow_control_set(
+    key: str,
+    *,
+    rate: int | None = None,
+    period_seconds: int | None = None,
+    parallelism: int | None = None,
+) -> Call:
+    body = {
+        name: value
+        for name, value in (
+            ("rate", rate),
+            ("period_seconds", period_seconds),
+            ("parallelism", parallelism),
+        )
+        if value is not None
+    }
+    return Call("PUT", _flow_path(key), FlowControl.from_json, json=body)
+
+
+def flow_control_get(key: str) -> Call:
+    return Call("GET", _flow_path(key), FlowControl.from_json)
+
+
+def flow_control_list_page(*, limit: int | None = None, cursor: str | None = None) -> Call:
+    params: list[tuple[str, str]] = []
+    if limit is not None:
+        params.append(("limit", str(limit)))
+    if cursor is not None:
+        params.append(("cursor", cursor))
+    return Call(
+        "GET",
+        "/api/v1/flow-controls",
+        lambda data: (
+            [FlowControl.from_json(f) for f in data["results"]],
+            data.get("next_cursor"),
+        ),
+        params=params,
+    )
+
+
+def flow_control_delete(key: str) -> Call:
+    return Call("DELETE", _flow_path(key), lambda data: None)
+
+
+def flow_control_pause(key: str) -> Call:
+    return Call("POST", f"{_flow_path(key)}/pause", FlowControl.from_json)
+
+
+def flow_control_resume(key: str) -> Call:
+    return Call("POST", f"{_flow_path(key)}/resume", FlowControl.from_json)

@@ -14,7 +14,7 @@ from . import _calls
 from ._calls import Call
 from ._retry import RETRY_STATUSES, RetryPolicy, retry_after_of
 from .errors import TransportError, error_for
-from .models import Attempt, Job
+from .models import Attempt, FlowControl, Job
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 
@@ -118,6 +118,40 @@ class Client:
     def requeue(self, job_id: Any) -> Job:
         return self.request(_calls.requeue(job_id))
 
+    def set_flow_control(
+        self,
+        key: str,
+        *,
+        rate: int | None = None,
+        period_seconds: int | None = None,
+        parallelism: int | None = None,
+    ) -> FlowControl:
+        return self.request(
+            _calls.flow_control_set(
+                key, rate=rate, period_seconds=period_seconds, parallelism=parallelism
+            )
+        )
+
+    def get_flow_control(self, key: str) -> FlowControl:
+        return self.request(_calls.flow_control_get(key))
+
+    def list_flow_controls(self, *, limit: int | None = None) -> Iterator[FlowControl]:
+        cursor = None
+        while True:
+            flows, cursor = self.request(_calls.flow_control_list_page(limit=limit, cursor=cursor))
+            yield from flows
+            if not cursor:
+                return
+
+    def delete_flow_control(self, key: str) -> None:
+        self.request(_calls.flow_control_delete(key))
+
+    def pause_flow_control(self, key: str) -> FlowControl:
+        return self.request(_calls.flow_control_pause(key))
+
+    def resume_flow_control(self, key: str) -> FlowControl:
+        return self.request(_calls.flow_control_resume(key))
+
 
 class AsyncClient:
     """The same methods as Client, awaited; ``list`` is an async iterator."""
@@ -203,3 +237,39 @@ class AsyncClient:
 
     async def requeue(self, job_id: Any) -> Job:
         return await self.request(_calls.requeue(job_id))
+
+    async def set_flow_control(
+        self,
+        key: str,
+        *,
+        rate: int | None = None,
+        period_seconds: int | None = None,
+        parallelism: int | None = None,
+    ) -> FlowControl:
+        return await self.request(
+            _calls.flow_control_set(
+                key, rate=rate, period_seconds=period_seconds, parallelism=parallelism
+            )
+        )
+
+    async def get_flow_control(self, key: str) -> FlowControl:
+        return await self.request(_calls.flow_control_get(key))
+
+    async def list_flow_controls(self, *, limit: int | None = None) -> AsyncIterator[FlowControl]:
+        cursor = None
+        while True:
+            call = _calls.flow_control_list_page(limit=limit, cursor=cursor)
+            flows, cursor = await self.request(call)
+            for flow in flows:
+                yield flow
+            if not cursor:
+                return
+
+    async def delete_flow_control(self, key: str) -> None:
+        await self.request(_calls.flow_control_delete(key))
+
+    async def pause_flow_control(self, key: str) -> FlowControl:
+        return await self.request(_calls.flow_control_pause(key))
+
+    async def resume_flow_control(self, key: str) -> FlowControl:
+        return await self.request(_calls.flow_control_resume(key))

@@ -41,6 +41,7 @@ class Job:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     created: bool | None = None  # bulk answers only: False for an idempotent replay
+    flow_control_key: str | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Job:
@@ -63,6 +64,7 @@ class Job:
             created_at=parse_dt(data.get("created_at")),
             updated_at=parse_dt(data.get("updated_at")),
             created=data.get("created"),
+            flow_control_key=data.get("flow_control_key"),
         )
 
 
@@ -84,4 +86,35 @@ class Attempt:
             result=data.get("result", ""),
             status_code=data.get("status_code"),
             error=data.get("error") or "",
+        )
+
+
+@dataclass(frozen=True)
+class FlowControl:
+    """A flow-control key's limits and live state."""
+
+    key: str
+    rate: int | None
+    period_seconds: int
+    parallelism: int | None
+    paused: bool
+    waiting: int = 0  # due jobs held back by the key
+    in_flight: int = 0
+    delivered_in_period: int = 0
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FlowControl:
+        return cls(
+            key=data["key"],
+            rate=data.get("rate"),
+            period_seconds=data.get("period_seconds", 1),
+            parallelism=data.get("parallelism"),
+            paused=bool(data.get("paused")),
+            waiting=data.get("waiting", 0),
+            in_flight=data.get("in_flight", 0),
+            delivered_in_period=data.get("delivered_in_period", 0),
+            created_at=parse_dt(data.get("created_at")),
+            updated_at=parse_dt(data.get("updated_at")),
         )
