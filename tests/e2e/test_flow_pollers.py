@@ -100,11 +100,12 @@ def test_rate_holds_across_two_pollers_and_other_keys_go_at_once(pollers, tmp_pa
     times = sorted(at for job, _, at, _ in rows if job in wanted)
     assert len(times) == 80
     assert len({pid for job, _, _, pid in rows if job in wanted}) == 2  # both pollers sent
-    # In any window of one second, at most the rate (+1 for the handler threads' own
-    # scheduling: a slot's job may start a few ms late and bunch with the next).
+    # Paced: 80 jobs at 20/s take about four seconds, whatever the number of pollers.
+    assert times[-1] - times[0] >= 79 / 20 * 0.9
+    # In any window of one second, the rate; a poller behind its slots (a loaded
+    # machine) may send up to a quarter second of them at once (docs/delivery.md).
     busiest = max(sum(1 for t in times[i:] if t < start + 1.0) for i, start in enumerate(times))
-    assert busiest <= 21, busiest
-    assert times[-1] - times[0] >= 79 / 20 * 0.9  # paced: about four seconds
+    assert busiest <= 20 + 2 * 5 + 1, busiest
     # The other jobs of the same shards did not wait behind the key.
     plain_ids = {str(i) for i in plain}
     plain_times = [at for job, _, at, _ in rows if job in plain_ids]
