@@ -21,8 +21,8 @@ process (asyncio HTTP/1.1, keep-alive) on three loopback addresses, one per kind
   seconds (100) from the same instant; the receiver records each one's lag behind
   its due time.
 
-Every job is scheduled through ``job_schedule_many`` (the keys are set on the rows
-before the pollers start), so the three kinds share every shard. Prints
+Every job is scheduled through ``job_schedule_many`` with its key, so the three
+kinds share every shard; the limits are set before the pollers start. Prints
 ``name: value unit`` lines: the limited key's rate per second over its run (mean,
 min, max of whole seconds, the share of seconds within ±10 % of the limit), the
 narrow key's highest concurrency, the unlimited jobs' lag p50/p99, lost, duplicates
@@ -216,7 +216,8 @@ def stop_pollers() -> None:
     _children.clear()
 
 
-def _schedule(team, url: str, count: int, first, spread: float) -> None:
+def _schedule(team, url: str, count: int, first, spread: float, key) -> None:
+    """``key``: the flow-control key of job ``i`` (``key(i)``)."""
     from scheduling.services import JobSpec, job_schedule_many
 
     chunk = 10_000
@@ -225,12 +226,19 @@ def _schedule(team, url: str, count: int, first, spread: float) -> None:
         for i in range(offset, min(count, offset + chunk)):
             due = first + timedelta(seconds=spread * i / count)
             payload = {"i": i, "d": due.timestamp()}
-            specs.append(JobSpec(due_at=due, target_kind="webhook", target=url, payload=payload))
+            specs.append(
+                JobSpec(
+                    due_at=due,
+                    target_kind="webhook",
+                    target=url,
+                    payload=payload,
+                    flow_control_key=key(i),
+                )
+            )
         job_schedule_many(team=team, specs=specs)
 
 
 def run(args: argparse.Namespace) -> None:
-    from django.db import connection
 
     from scheduling.clock import db_now
     from scheduling.flow.services import flow_limits_set
@@ -241,17 +249,16 @@ def run(args: argparse.Namespace) -> None:
     lead = 10 + total / 15_000  # time to write the jobs and start the pollers
     first = db_now() + timedelta(seconds=lead)
     url = {kind: f"http://{host}:{args.port}/{kind}" for kind, host in HOSTS.items()}
-    _schedule(team, url["rate"], args.rate_jobs, first, 0.0)
-    _schedule(team, url["par"], args.par_jobs, first, 0.0)
-    _schedule(team, url["plain"], args.plain_jobs, first, args.spread)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE scheduling_job SET flow_control_key = CASE"
-            " WHEN target LIKE %s THEN 'limited' WHEN target LIKE %s THEN 'narrow'"
-            " WHEN (payload->>'i')::int %% 3 = 0 THEN NULL"
-            " ELSE 'free-' || ((payload->>'i')::int %% 100)::text END",
-            ["%/rate", "%/par"],
-        )
+    _schedule(team, url["rate"], args.rate_jobs, first, 0.0, lambda i: "limited")
+    _schedule(team, url["par"], args.par_jobs, first, 0.0, lambda i: "narrow")
+    _schedule(
+        team,
+        url["plain"],
+        args.plain_jobs,
+        first,
+        args.spread,
+        lambda i: None if i % 3 == 0 else f"free-{i % 100}",
+    )
     flow_limits_set(team=team, key="limited", rate=args.rate, period_seconds=1)
     flow_limits_set(team=team, key="narrow", rate=None, parallelism=args.parallelism)
     if (db_now() - first).total_seconds() > -2:

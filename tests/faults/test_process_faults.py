@@ -48,7 +48,7 @@ def test_kill_9_with_flow_control(make_cluster, seed: int) -> None:
     reads and their slots ride through a poller killed mid-batch as the rest do;
     the dead poller's slots stop counting with its lease."""
     cluster = make_cluster()
-    for key, limits in (("fk-rate", {"rate": 40}), ("fk-par", {"parallelism": 4})):
+    for key, limits in (("fk-rate", {"rate": 100}), ("fk-par", {"parallelism": 8})):
         status, body = cluster.request("PUT", f"/api/v1/flow-controls/{key}", limits)
         assert status in (200, 201), (status, body)
     run(
