@@ -16,8 +16,11 @@ Windows are fixed: a budget of N per period counts the requests whose time falls
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.conf import settings
 from django.core.cache import caches
+from django.db import connection
 
 from scheduling.storage.prepared import prepared_cursor
 
@@ -29,17 +32,28 @@ ON CONFLICT (key) DO UPDATE SET
     window_end = excluded.window_end
 RETURNING count
 """
+# PostgreSQL also answers with its clock, so a create needs no statement of its own
+# to read it (scheduling.clock.db_now reads the same clock).
+_COUNT_SQL_WITH_CLOCK = _COUNT_SQL.replace(
+    "RETURNING count", "RETURNING count, statement_timestamp()"
+)
 
 
-def count_request(key: str, window_end: int, period: int) -> int:
+def count_request(key: str, window_end: int, period: int) -> tuple[int, datetime | None]:
     """Count one request against ``key`` in the window ending at ``window_end``;
-    return the window's count including it."""
+    return the window's count including it, and the database's clock (UTC) when
+    the count was made there on PostgreSQL (None otherwise)."""
     if settings.SENDLATER_THROTTLE_STORE == "cache":
-        return _count_in_cache(key, window_end, period)
+        return _count_in_cache(key, window_end, period), None
+    if connection.vendor != "postgresql":
+        with prepared_cursor() as cursor:
+            cursor.execute(_COUNT_SQL, [key, window_end])
+            (count,) = cursor.fetchone()
+        return int(count), None
     with prepared_cursor() as cursor:  # planned once per connection
-        cursor.execute(_COUNT_SQL, [key, window_end])
-        (count,) = cursor.fetchone()
-    return int(count)
+        cursor.execute(_COUNT_SQL_WITH_CLOCK, [key, window_end])
+        count, now = cursor.fetchone()
+    return int(count), now.astimezone(UTC)
 
 
 def _count_in_cache(key: str, window_end: int, period: int) -> int:
