@@ -224,6 +224,9 @@ if SENDLATER_THROTTLE_STORE not in ("database", "cache"):
 # A verified API key is trusted by each process for this long (seconds) before it is
 # checked against the database again: the longest a revoked key keeps working.
 SENDLATER_API_KEY_CACHE_SECONDS = env.float("SENDLATER_API_KEY_CACHE_SECONDS", default=10.0)
+# The single-job create and read answered without DRF's per-request machinery
+# (scheduling/api/fastpath.py; same answers). Off: every call goes through DRF.
+SENDLATER_API_FASTPATH = env.bool("SENDLATER_API_FASTPATH", default=True)
 
 # --- API ------------------------------------------------------------------
 REST_FRAMEWORK = {
