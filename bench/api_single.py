@@ -57,31 +57,59 @@ def request_bytes(method: str, path: str, key: str, body: bytes = b"") -> bytes:
     return head.encode() + b"\r\n" + body
 
 
-async def load(port: int, make: object, clients: int, seconds: float) -> tuple[int, list[float]]:
-    """Send requests from ``clients`` connections for ``seconds``; (non-2xx, latencies)."""
+async def load(
+    port: int, make: object, clients: int, seconds: float
+) -> tuple[int, list[float], int]:
+    """Send requests from ``clients`` connections for ``seconds``; (non-2xx, latencies,
+    reconnects). A connection the server closes (a worker recycled after
+    ``max_requests``) is opened again and its request sent again, as a client would."""
     latencies: list[float] = []
     failures = 0
+    reconnects = 0
     stop = time.perf_counter() + seconds
 
     async def client() -> None:
-        nonlocal failures
+        nonlocal failures, reconnects
         reader, writer = await asyncio.open_connection(HOST, port)
         while time.perf_counter() < stop:
             started = time.perf_counter()
-            writer.write(make())  # type: ignore[operator]
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line[:15].lower() == b"content-length:":
-                    length = int(line[15:])
-            await reader.readexactly(length)
+            try:
+                writer.write(make())  # type: ignore[operator]
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line[:15].lower() == b"content-length:":
+                        length = int(line[15:])
+                await reader.readexactly(length)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                writer.close()
+                reconnects += 1
+                reader, writer = await asyncio.open_connection(HOST, port)
+                continue
             latencies.append(time.perf_counter() - started)
             if not head.startswith(b"HTTP/1.1 2"):
                 failures += 1
         writer.close()
 
     await asyncio.gather(*(client() for _ in range(clients)))
-    return failures, latencies
+    return failures, latencies, reconnects
+
+
+def workers_cpu_seconds(master: int) -> float:
+    """User + system CPU of gunicorn's workers (children of ``master``) so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    except OSError:
+        return 0.0
+    total = 0
+    for pid in children:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # a worker that just exited (recycled)
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -140,9 +168,11 @@ def main() -> int:
         for clients in [int(c) for c in args.clients.split(",")]:
             base = 0.0
             for name, raw in kinds.items():
-                failures, latencies = asyncio.run(
+                cpu_before = workers_cpu_seconds(server.pid)
+                failures, latencies, reconnects = asyncio.run(
                     load(args.port, lambda raw=raw: raw, clients, args.seconds)
                 )
+                cpu = workers_cpu_seconds(server.pid) - cpu_before
                 rate = len(latencies) / args.seconds
                 base = base or rate
                 tag = f"[{name},c={clients}]"
@@ -150,8 +180,12 @@ def main() -> int:
                 print(f"p50_ms{tag}: {percentile(latencies, 0.5) * 1000:.1f} ms")
                 print(f"p99_ms{tag}: {percentile(latencies, 0.99) * 1000:.1f} ms")
                 print(f"ratio_to_healthz{tag}: {rate / base:.2f}")
+                if latencies and not reconnects:  # a recycled worker takes its CPU along
+                    print(f"worker_cpu_ms_per_request{tag}: {cpu / len(latencies) * 1000:.2f} ms")
                 if failures:
                     print(f"non_2xx{tag}: {failures} responses")
+                if reconnects:
+                    print(f"reconnects{tag}: {reconnects}")
     finally:
         if server is not None:
             server.terminate()

@@ -40,10 +40,11 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
 from scheduling import conf, netguard, selectors, services
+from scheduling.api import ratelimit
 from scheduling.api.auth import TeamPrincipal
 from scheduling.api.parsers import json_loads
 from scheduling.api.serializers import job_body, job_create_plain, job_spec_from, target_field
-from scheduling.api.throttling import Spent, budget_spend
+from scheduling.api.throttling import Spent, budget_of, budget_spend
 from scheduling.models import Team
 from scheduling.teams import api_key_check
 
@@ -66,22 +67,25 @@ def serve(
 ) -> HttpResponseBase | None:
     """Answer ``request`` through ``handler``, or return None for the view's DRF dispatch.
 
-    ``handler(view, request, team, spent, **kwargs)`` runs once the key is checked and the
-    request counted; it returns the response, or ``TO_DRF``. Its exceptions are
-    answered as DRF answers a view method's.
+    ``handler(view, request, team, **kwargs)`` runs once the key is checked; it counts
+    the request (``spend``) first, then returns the response, or ``TO_DRF``. Its
+    exceptions are answered as DRF answers a view method's.
     """
     principal = _principal(request) if settings.SENDLATER_API_FASTPATH else None
     if principal is None:
         return None
-    spent = budget_spend(getattr(view, "throttle_scope", None), principal.team.pk)
-    request.sendlater_spent = spent  # type: ignore[attr-defined]
     request.user = principal  # type: ignore[assignment]  # as DRF's authentication sets it
-    if not spent.allowed:
-        return None  # DRF's 429, from this verdict
     try:
-        return handler(view, request, principal.team, spent, **kwargs)
+        return handler(view, request, principal.team, **kwargs)
     except Exception as exc:  # answered (or re-raised) as DRF would
         return drf_exception_response(view, request, exc, kwargs)
+
+
+def spent(request: HttpRequest, verdict: Spent) -> bool:
+    """Record the request's budget verdict (DRF's throttle takes it, should the request
+    go on to DRF) and return whether the request may proceed."""
+    request.sendlater_spent = verdict  # type: ignore[attr-defined]
+    return verdict.allowed
 
 
 def _principal(request: HttpRequest) -> TeamPrincipal | None:
@@ -132,16 +136,27 @@ def json_response(
 
 
 def job_read(
-    view: APIView, request: HttpRequest, team: Team, spent: Spent, job_id: uuid.UUID
-) -> HttpResponse:
-    """``GET /api/v1/jobs/{id}`` (``JobDetailView.get``)."""
-    return json_response(view, job_body(selectors.job_get(team=team, job_id=job_id)))
-
-
-def job_create(
-    view: APIView, request: HttpRequest, team: Team, spent: Spent
+    view: APIView, request: HttpRequest, team: Team, job_id: uuid.UUID
 ) -> HttpResponse | None:
+    """``GET /api/v1/jobs/{id}`` (``JobDetailView.get``)."""
+    budget = budget_of(view.throttle_scope, team.pk)  # type: ignore[attr-defined]
+    if budget is not None and ratelimit.counted_reads():  # one statement, one round trip
+        count, row = ratelimit.count_request_and_read_job(budget.key, budget.window_end, job_id)
+        if not spent(request, budget.verdict(count)):
+            return TO_DRF
+        job = selectors.job_of_team(team=team, job_id=job_id, job=row)
+    else:
+        if not spent(request, budget_spend(view.throttle_scope, team.pk)):  # type: ignore[attr-defined]
+            return TO_DRF
+        job = selectors.job_get(team=team, job_id=job_id)
+    return json_response(view, job_body(job))
+
+
+def job_create(view: APIView, request: HttpRequest, team: Team) -> HttpResponse | None:
     """``POST /api/v1/jobs`` (``JobListCreateView.post``) for a plainly valid body."""
+    verdict = budget_spend(view.throttle_scope, team.pk)  # type: ignore[attr-defined]
+    if not spent(request, verdict):
+        return TO_DRF
     data = _small_json_body(request)
     if data is None:
         return TO_DRF
@@ -152,7 +167,7 @@ def job_create(
     if valid is None or not _callback_allowed(valid):
         return TO_DRF  # the serializer says what is wrong
     spec = job_spec_from(valid)
-    job, created = services.job_schedule(team=team, now=spent.now, **vars(spec))
+    job, created = services.job_schedule(team=team, now=verdict.now, **vars(spec))
     headers = {"Location": reverse("job-detail", kwargs={"job_id": job.id})}
     if not created:
         headers[REPLAY_HEADER] = "true"

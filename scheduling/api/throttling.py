@@ -26,21 +26,46 @@ class Spent:
     now: datetime | None = None
 
 
+@dataclass(frozen=True)
+class Budget:
+    """Where and how one request of a team is counted: the counter's key, the current
+    window (its end in epoch seconds, its length) and how many requests it allows."""
+
+    key: str
+    window_end: int
+    period: int
+    num_requests: int
+    wait: float
+
+    def verdict(self, count: int, now: datetime | None = None) -> Spent:
+        """The verdict for a request that made the window's count ``count``."""
+        return Spent(count <= self.num_requests, self.wait, now)
+
+
+def budget_of(scope: str | None, team_pk: object) -> Budget | None:
+    """The ``scope`` budget of team ``team_pk`` at this moment; None if the scope has no
+    rate (such requests are not counted)."""
+    rate = settings.REST_FRAMEWORK.get("DEFAULT_THROTTLE_RATES", {}).get(scope) if scope else None
+    if not rate:
+        return None
+    num_requests, duration = ScopedRateThrottle.parse_rate(None, rate)  # type: ignore[arg-type]
+    now = TeamScopedRateThrottle.timer()
+    window_end = (int(now) // duration + 1) * duration
+    key = TeamScopedRateThrottle.cache_format % {"scope": scope, "ident": team_pk}
+    return Budget(key, window_end, duration, num_requests, max(window_end - now, 1.0))
+
+
 def budget_spend(scope: str | None, team_pk: object) -> Spent:
     """Count one request of team ``team_pk`` against the ``scope`` budget.
 
     What ``TeamScopedRateThrottle`` does per request, callable without DRF's request
     objects (``scheduling.api.fastpath``); a scope without a rate is not counted.
     """
-    rate = settings.REST_FRAMEWORK.get("DEFAULT_THROTTLE_RATES", {}).get(scope) if scope else None
-    if not rate:
+    budget = budget_of(scope, team_pk)
+    if budget is None:
         return Spent(allowed=True, wait=0.0)
-    num_requests, duration = ScopedRateThrottle.parse_rate(None, rate)  # type: ignore[arg-type]
-    now = TeamScopedRateThrottle.timer()
-    window_end = (int(now) // duration + 1) * duration
-    key = TeamScopedRateThrottle.cache_format % {"scope": scope, "ident": team_pk}
-    count, db_time = count_request(key, window_end, duration)
-    return Spent(count <= num_requests, max(window_end - now, 1.0), db_time)
+    count, db_time = count_request(budget.key, budget.window_end, budget.period)
+    return budget.verdict(count, db_time)
 
 
 class TeamScopedRateThrottle(ScopedRateThrottle):
