@@ -27,6 +27,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psycopg
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -97,13 +99,27 @@ async def load(
 
 def workers_cpu_seconds(master: int) -> float:
     """User + system CPU of gunicorn's workers (children of ``master``) so far."""
-    tick = os.sysconf("SC_CLK_TCK")
     try:
         children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
     except OSError:
         return 0.0
+    return cpu_seconds(children)
+
+
+def backends_cpu_seconds(pg: str, database: str) -> float:
+    """User + system CPU so far of the PostgreSQL backends serving ``database`` (same
+    machine only; 0 if they cannot be read)."""
+    with psycopg.connect(f"{pg}/postgres", autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s", [database]
+        ).fetchall()
+    return cpu_seconds([str(pid) for (pid,) in rows])
+
+
+def cpu_seconds(pids: list[str]) -> float:
+    tick = os.sysconf("SC_CLK_TCK")
     total = 0
-    for pid in children:
+    for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
@@ -169,10 +185,12 @@ def main() -> int:
             base = 0.0
             for name, raw in kinds.items():
                 cpu_before = workers_cpu_seconds(server.pid)
+                db_before = backends_cpu_seconds(args.pg, args.database)
                 failures, latencies, reconnects = asyncio.run(
                     load(args.port, lambda raw=raw: raw, clients, args.seconds)
                 )
                 cpu = workers_cpu_seconds(server.pid) - cpu_before
+                db_cpu = backends_cpu_seconds(args.pg, args.database) - db_before
                 rate = len(latencies) / args.seconds
                 base = base or rate
                 tag = f"[{name},c={clients}]"
@@ -182,6 +200,7 @@ def main() -> int:
                 print(f"ratio_to_healthz{tag}: {rate / base:.2f}")
                 if latencies and not reconnects:  # a recycled worker takes its CPU along
                     print(f"worker_cpu_ms_per_request{tag}: {cpu / len(latencies) * 1000:.2f} ms")
+                    print(f"db_cpu_ms_per_request{tag}: {db_cpu / len(latencies) * 1000:.2f} ms")
                 if failures:
                     print(f"non_2xx{tag}: {failures} responses")
                 if reconnects:

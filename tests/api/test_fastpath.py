@@ -20,6 +20,7 @@ import pytest
 import time_machine
 from django.conf import settings
 from django.test import override_settings
+from django.urls import set_script_prefix
 from rest_framework.test import APIClient
 from rest_framework.views import APIView
 
@@ -119,6 +120,18 @@ def test_every_job_field_and_odd_values_read_the_same(api) -> None:
     created = both(post(api, body), _drop_new_jobs(set()))
     assert created.status_code == 201
     both(lambda: api.get(f"{URL}/{created.json()['id']}"))
+
+
+def test_the_location_carries_the_script_prefix(api) -> None:
+    # Under gunicorn the handler sets the prefix from SCRIPT_NAME; the test client does not.
+    set_script_prefix("/sl/")
+    try:
+        created = both(post(api, job_body()), _drop_new_jobs(set()))
+    finally:
+        set_script_prefix("/")
+    assert created["Location"] == f"/sl/api/v1/jobs/{created.json()['id']}"
+    plain = api.post(URL, job_body(), format="json")
+    assert plain["Location"] == f"/api/v1/jobs/{plain.json()['id']}"
 
 
 def test_idempotent_replay_and_conflict_answer_the_same(api) -> None:
