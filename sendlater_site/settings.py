@@ -49,11 +49,12 @@ MIDDLEWARE = [
     "sendlater_site.urllimit.UrlLengthMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    # Sessions, the Django user and messages are skipped for /api/v1/ (key-authenticated).
+    "sendlater_site.apiroutes.SessionMiddlewareExceptApi",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "sendlater_site.apiroutes.AuthenticationMiddlewareExceptApi",
+    "sendlater_site.apiroutes.MessageMiddlewareExceptApi",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "sendlater_site.metrics.ApiMetricsMiddleware",
 ]
