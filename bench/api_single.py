@@ -111,14 +111,14 @@ def workers_cpu_seconds(master: int) -> tuple[frozenset[str], float]:
     return frozenset(children), cpu_seconds(children)
 
 
-def backends_cpu_seconds(pg: str, database: str) -> float:
-    """User + system CPU so far of the PostgreSQL backends serving ``database`` (same
-    machine only; 0 if they cannot be read)."""
+def backends_cpu_seconds(pg: str, database: str) -> tuple[frozenset[int], float]:
+    """The PostgreSQL backends serving ``database`` and their user + system CPU so far
+    (same machine only; 0 if they cannot be read)."""
     with psycopg.connect(f"{pg}/postgres", autocommit=True) as conn:
         rows = conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = %s", [database]
         ).fetchall()
-    return cpu_seconds([str(pid) for (pid,) in rows])
+    return frozenset(pid for (pid,) in rows), cpu_seconds([str(pid) for (pid,) in rows])
 
 
 def cpu_seconds(pids: list[str]) -> float:
@@ -140,19 +140,21 @@ class Totals:
         self.latencies: list[float] = []
         self.failures = self.reconnects = 0
         self.cpu = self.db_cpu = 0.0
-        self.cpu_known = True
+        self.cpu_known = self.db_cpu_known = True
 
     def measure(
         self, master: int, args: argparse.Namespace, make: object, clients: int, seconds: float
     ) -> None:
         workers, cpu = workers_cpu_seconds(master)
-        db_cpu = backends_cpu_seconds(args.pg, args.database)
+        backends, db_cpu = backends_cpu_seconds(args.pg, args.database)
         failures, latencies, reconnects = asyncio.run(load(args.port, make, clients, seconds))
         workers_after, cpu_after = workers_cpu_seconds(master)
         # A worker recycled meanwhile (max_requests) takes its CPU along.
         self.cpu_known &= workers_after == workers
         self.cpu += cpu_after - cpu
-        self.db_cpu += backends_cpu_seconds(args.pg, args.database) - db_cpu
+        backends_after, db_cpu_after = backends_cpu_seconds(args.pg, args.database)
+        self.db_cpu_known &= backends_after == backends  # the pools kept their connections
+        self.db_cpu += db_cpu_after - db_cpu
         self.latencies += latencies
         self.failures += failures
         self.reconnects += reconnects
@@ -166,7 +168,7 @@ class Totals:
         print(f"ratio_to_healthz{tag}: {rate / base:.2f}")
         if n and self.cpu_known:
             print(f"worker_cpu_ms_per_request{tag}: {self.cpu / n * 1000:.2f} ms")
-        if n:
+        if n and self.db_cpu_known:
             print(f"db_cpu_ms_per_request{tag}: {self.db_cpu / n * 1000:.2f} ms")
         if self.failures:
             print(f"non_2xx{tag}: {self.failures} responses")
