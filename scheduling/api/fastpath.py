@@ -7,7 +7,8 @@ TemplateResponse: ~0.5 ms of Python per call, more than the database work
 (docs/performance.md, "Single-job API calls"). Here the common request is answered
 directly with the same steps in the same order and the same functions underneath:
 the key check (``teams.api_key_check``, with its per-process cache), the team's
-budget (``throttling.budget_spend``), the body parsed by the API's parser function
+budget (``throttling``; a read on PostgreSQL counts it in the statement that reads
+the job, ``ratelimit.count_request_and_read_job``), the body parsed by the API's parser function
 and checked by the bulk endpoint's plain validator, the same service or selector,
 ``job_body`` rendered by DRF's own JSON renderer, the same headers.
 

@@ -239,7 +239,12 @@ def test_unusual_requests_answer_the_same(api) -> None:
     ):
         both(post(keyless, body, **headers), keep)
         both(lambda headers=headers: keyless.get(f"{URL}/{job_id}", **headers))
-    for content_type in ("text/plain", "application/json; charset=latin-1", "application/x"):
+    for content_type in (
+        "text/plain",
+        "application/json; charset=latin-1",
+        "application/json; charset=utf-8",
+        "application/x",
+    ):
         both(post(api, body, content_type=content_type), keep)
 
 
