@@ -2,11 +2,13 @@
 
 Against gunicorn with the repository's ``gunicorn.conf.py`` on PostgreSQL: (re)creates
 its own database, migrates it, makes an API key, starts gunicorn on 127.0.0.1 with
-the throttle budget raised out of the way, then for each request kind and each
-client count (32 and 128 keep-alive connections, a plain asyncio HTTP/1.1 client)
-sends requests for ``--seconds`` and prints req/s, p50 and p99, and each rate's
-ratio to ``/healthz`` at the same client count (the stack: gunicorn + Django's
-middleware, no database). Stops gunicorn and drops the database at the end.
+the throttle budget raised out of the way, then for each client count (32 and 128
+keep-alive connections, a plain asyncio HTTP/1.1 client) sends each kind of request
+for ``--seconds`` in all, the kinds taking turns in ``--rounds`` slices, and prints
+req/s, p50 and p99, each rate's ratio to ``/healthz`` at the same client count (the
+stack: gunicorn + Django's middleware, no database), and the CPU per request of
+gunicorn's workers and of the database's backends (read from /proc). Stops
+gunicorn and drops the database at the end.
 
     .venv/bin/python bench/api_single.py
     .venv/bin/python bench/api_single.py --seconds 5 --clients 32
@@ -27,6 +29,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psycopg
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -39,14 +43,17 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="per request kind")
     parser.add_argument("--clients", default="32,128", help="comma-separated")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="slices per kind, taking turns (default 5)"
+    )
     parser.add_argument("--port", type=int, default=8260)
     parser.add_argument("--pg", default="postgres://postgres@127.0.0.1:5432")
     parser.add_argument("--database", default="sendlater_bench_api_single")
     parser.add_argument("--throttle-store", choices=["database", "cache"], default="database")
     parser.add_argument("--cache-url", default="")
     args = parser.parse_args()
-    if args.seconds <= 0:
-        parser.error("--seconds must be positive")
+    if args.seconds <= 0 or args.rounds < 1:
+        parser.error("--seconds must be positive, --rounds at least 1")
     return args
 
 
@@ -57,31 +64,116 @@ def request_bytes(method: str, path: str, key: str, body: bytes = b"") -> bytes:
     return head.encode() + b"\r\n" + body
 
 
-async def load(port: int, make: object, clients: int, seconds: float) -> tuple[int, list[float]]:
-    """Send requests from ``clients`` connections for ``seconds``; (non-2xx, latencies)."""
+async def load(
+    port: int, make: object, clients: int, seconds: float
+) -> tuple[int, list[float], int]:
+    """Send requests from ``clients`` connections for ``seconds``; (non-2xx, latencies,
+    reconnects). A connection the server closes (a worker recycled after
+    ``max_requests``) is opened again and its request sent again, as a client would."""
     latencies: list[float] = []
     failures = 0
+    reconnects = 0
     stop = time.perf_counter() + seconds
 
     async def client() -> None:
-        nonlocal failures
+        nonlocal failures, reconnects
         reader, writer = await asyncio.open_connection(HOST, port)
         while time.perf_counter() < stop:
             started = time.perf_counter()
-            writer.write(make())  # type: ignore[operator]
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line[:15].lower() == b"content-length:":
-                    length = int(line[15:])
-            await reader.readexactly(length)
+            try:
+                writer.write(make())  # type: ignore[operator]
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line[:15].lower() == b"content-length:":
+                        length = int(line[15:])
+                await reader.readexactly(length)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                writer.close()
+                reconnects += 1
+                reader, writer = await asyncio.open_connection(HOST, port)
+                continue
             latencies.append(time.perf_counter() - started)
             if not head.startswith(b"HTTP/1.1 2"):
                 failures += 1
         writer.close()
 
     await asyncio.gather(*(client() for _ in range(clients)))
-    return failures, latencies
+    return failures, latencies, reconnects
+
+
+def workers_cpu_seconds(master: int) -> tuple[frozenset[str], float]:
+    """gunicorn's workers (children of ``master``) and their user + system CPU so far."""
+    try:
+        children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    except OSError:
+        return frozenset(), 0.0
+    return frozenset(children), cpu_seconds(children)
+
+
+def backends_cpu_seconds(pg: str, database: str) -> tuple[frozenset[int], float]:
+    """The PostgreSQL backends serving ``database`` and their user + system CPU so far
+    (same machine only; 0 if they cannot be read)."""
+    with psycopg.connect(f"{pg}/postgres", autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s", [database]
+        ).fetchall()
+    return frozenset(pid for (pid,) in rows), cpu_seconds([str(pid) for (pid,) in rows])
+
+
+def cpu_seconds(pids: list[str]) -> float:
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # a worker that just exited (recycled)
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
+
+
+class Totals:
+    """One request kind's figures, summed over its slices."""
+
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self.failures = self.reconnects = 0
+        self.cpu = self.db_cpu = 0.0
+        self.cpu_known = self.db_cpu_known = True
+
+    def measure(
+        self, master: int, args: argparse.Namespace, make: object, clients: int, seconds: float
+    ) -> None:
+        workers, cpu = workers_cpu_seconds(master)
+        backends, db_cpu = backends_cpu_seconds(args.pg, args.database)
+        failures, latencies, reconnects = asyncio.run(load(args.port, make, clients, seconds))
+        workers_after, cpu_after = workers_cpu_seconds(master)
+        # A worker recycled meanwhile (max_requests) takes its CPU along.
+        self.cpu_known &= workers_after == workers
+        self.cpu += cpu_after - cpu
+        backends_after, db_cpu_after = backends_cpu_seconds(args.pg, args.database)
+        self.db_cpu_known &= backends_after == backends  # the pools kept their connections
+        self.db_cpu += db_cpu_after - db_cpu
+        self.latencies += latencies
+        self.failures += failures
+        self.reconnects += reconnects
+
+    def report(self, tag: str, seconds: float, base: float) -> None:
+        n = len(self.latencies)
+        rate = n / seconds
+        print(f"requests_per_second{tag}: {rate:.0f} req/s")
+        print(f"p50_ms{tag}: {percentile(self.latencies, 0.5) * 1000:.1f} ms")
+        print(f"p99_ms{tag}: {percentile(self.latencies, 0.99) * 1000:.1f} ms")
+        print(f"ratio_to_healthz{tag}: {rate / base:.2f}")
+        if n and self.cpu_known:
+            print(f"worker_cpu_ms_per_request{tag}: {self.cpu / n * 1000:.2f} ms")
+        if n and self.db_cpu_known:
+            print(f"db_cpu_ms_per_request{tag}: {self.db_cpu / n * 1000:.2f} ms")
+        if self.failures:
+            print(f"non_2xx{tag}: {self.failures} responses")
+        if self.reconnects:
+            print(f"reconnects{tag}: {self.reconnects}")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -138,20 +230,17 @@ def main() -> int:
             asyncio.run(load(args.port, lambda raw=raw: raw, 16, 1.0))
         print(f"throttle_store: {args.throttle_store}")
         for clients in [int(c) for c in args.clients.split(",")]:
-            base = 0.0
-            for name, raw in kinds.items():
-                failures, latencies = asyncio.run(
-                    load(args.port, lambda raw=raw: raw, clients, args.seconds)
-                )
-                rate = len(latencies) / args.seconds
-                base = base or rate
-                tag = f"[{name},c={clients}]"
-                print(f"requests_per_second{tag}: {rate:.0f} req/s")
-                print(f"p50_ms{tag}: {percentile(latencies, 0.5) * 1000:.1f} ms")
-                print(f"p99_ms{tag}: {percentile(latencies, 0.99) * 1000:.1f} ms")
-                print(f"ratio_to_healthz{tag}: {rate / base:.2f}")
-                if failures:
-                    print(f"non_2xx{tag}: {failures} responses")
+            totals = {name: Totals() for name in kinds}
+            # Kinds take turns in short slices, so a burst of foreign load on a shared
+            # machine falls on all of them alike rather than on one kind's figures.
+            for _ in range(args.rounds):
+                for name, raw in kinds.items():
+                    totals[name].measure(
+                        server.pid, args, lambda raw=raw: raw, clients, args.seconds / args.rounds
+                    )
+            base = len(totals["healthz"].latencies) / args.seconds
+            for name, total in totals.items():
+                total.report(f"[{name},c={clients}]", args.seconds, base)
     finally:
         if server is not None:
             server.terminate()

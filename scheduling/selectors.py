@@ -43,7 +43,12 @@ def job_get(*, team: Team, job_id: uuid.UUID | str) -> Job:
             job_id = uuid.UUID(job_id)
         except ValueError:
             raise JobNotFound(f"job {job_id} does not exist.", field="id") from None
-    job = job_row_get(job_id)  # by the primary key alone, a prepared statement
+    return job_of_team(team=team, job_id=job_id, job=job_row_get(job_id))
+
+
+def job_of_team(*, team: Team, job_id: uuid.UUID, job: Job | None) -> Job:
+    """``job`` (read by the primary key alone, a prepared statement) if it is the team's;
+    JobNotFound for another team's or no job."""
     if job is None or job.team_id != team.pk:
         raise JobNotFound(f"job {job_id} does not exist.", field="id")
     return job

@@ -49,11 +49,12 @@ MIDDLEWARE = [
     "sendlater_site.urllimit.UrlLengthMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    # Sessions, the Django user and messages are skipped for /api/v1/ (key-authenticated).
+    "sendlater_site.apiroutes.SessionMiddlewareExceptApi",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "sendlater_site.apiroutes.AuthenticationMiddlewareExceptApi",
+    "sendlater_site.apiroutes.MessageMiddlewareExceptApi",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "sendlater_site.metrics.ApiMetricsMiddleware",
 ]
@@ -224,6 +225,9 @@ if SENDLATER_THROTTLE_STORE not in ("database", "cache"):
 # A verified API key is trusted by each process for this long (seconds) before it is
 # checked against the database again: the longest a revoked key keeps working.
 SENDLATER_API_KEY_CACHE_SECONDS = env.float("SENDLATER_API_KEY_CACHE_SECONDS", default=10.0)
+# The single-job create and read answered without DRF's per-request machinery
+# (scheduling/api/fastpath.py; same answers). Off: every call goes through DRF.
+SENDLATER_API_FASTPATH = env.bool("SENDLATER_API_FASTPATH", default=True)
 
 # --- API ------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -143,6 +143,12 @@ def bulk_jobs_plain(data: Any) -> list[dict[str, Any]] | None:
     return out
 
 
+def job_create_plain(data: Any) -> dict[str, Any] | None:
+    """``JobCreateSerializer(data=data).validated_data`` for a plainly valid body, or None
+    (the single-job fast path; the same checks as ``bulk_jobs_plain`` per job)."""
+    return _plain_job(data, _job_create_fields())
+
+
 @functools.cache
 def _job_create_fields() -> dict[str, serializers.Field]:
     # Bound fields of one serializer instance: their limits are the declared ones.

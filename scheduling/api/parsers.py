@@ -54,26 +54,32 @@ class BoundedJSONParser(JSONParser):
             raise RequestTooLarge(
                 f"Request body exceeds {limit} bytes (SENDLATER_MAX_REQUEST_BYTES)."
             )
-        overflow = []
+        return json_loads(raw)
 
-        def parse_float(text: str) -> float:
-            value = float(text)
-            if not math.isfinite(value):
-                overflow.append(text)
-            return value
 
-        try:
-            text = raw.decode("utf-8")
-            data = json.loads(text, parse_float=parse_float)
-        except (ValueError, RecursionError) as error:
-            # UnicodeDecodeError and JSONDecodeError are both ValueErrors.
-            raise exceptions.ParseError(f"JSON parse error: {error}") from error
-        # A NUL or a lone surrogate can only come from a \u escape (the decoder
-        # refuses encoded surrogates, the JSON parser raw control characters), and
-        # a non-finite number from a float literal: without either, the walk over
-        # every value (~5 ms for 1,000 jobs) has nothing to find.
-        if overflow or "\\u" in text:
-            reason = _unstorable(data)
-            if reason:
-                raise exceptions.ParseError(f"Unsupported JSON value: {reason}.")
-        return data
+def json_loads(raw: bytes) -> Any:
+    """``raw`` (UTF-8 JSON) parsed as the API parses bodies; ParseError if it is not JSON
+    or holds a value the database cannot store."""
+    overflow = []
+
+    def parse_float(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            overflow.append(text)
+        return value
+
+    try:
+        text = raw.decode("utf-8")
+        data = json.loads(text, parse_float=parse_float)
+    except (ValueError, RecursionError) as error:
+        # UnicodeDecodeError and JSONDecodeError are both ValueErrors.
+        raise exceptions.ParseError(f"JSON parse error: {error}") from error
+    # A NUL or a lone surrogate can only come from a \u escape (the decoder
+    # refuses encoded surrogates, the JSON parser raw control characters), and
+    # a non-finite number from a float literal: without either, the walk over
+    # every value (~5 ms for 1,000 jobs) has nothing to find.
+    if overflow or "\\u" in text:
+        reason = _unstorable(data)
+        if reason:
+            raise exceptions.ParseError(f"Unsupported JSON value: {reason}.")
+    return data

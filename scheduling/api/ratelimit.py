@@ -16,9 +16,15 @@ Windows are fixed: a budget of N per period counts the requests whose time falls
 
 from __future__ import annotations
 
+import functools
+from datetime import UTC, datetime
+
 from django.conf import settings
 from django.core.cache import caches
+from django.db import connection
 
+from scheduling.models import Job
+from scheduling.storage import jobread
 from scheduling.storage.prepared import prepared_cursor
 
 _COUNT_SQL = """
@@ -29,17 +35,63 @@ ON CONFLICT (key) DO UPDATE SET
     window_end = excluded.window_end
 RETURNING count
 """
+# PostgreSQL also answers with its clock, so a create needs no statement of its own
+# to read it (scheduling.clock.db_now reads the same clock).
+_COUNT_SQL_WITH_CLOCK = _COUNT_SQL.replace(
+    "RETURNING count", "RETURNING count, statement_timestamp()"
+)
+
+# The count, and the job by its primary key alone (scheduling.storage.jobread).
+COUNT_AND_READ_SQL = (
+    "WITH spent AS ({count}) SELECT spent.count, {columns} "
+    "FROM spent LEFT JOIN {table} job ON job.{pk} = %s LIMIT 1"
+)
 
 
-def count_request(key: str, window_end: int, period: int) -> int:
+def count_request(key: str, window_end: int, period: int) -> tuple[int, datetime | None]:
     """Count one request against ``key`` in the window ending at ``window_end``;
-    return the window's count including it."""
+    return the window's count including it, and the database's clock (UTC) when
+    the count was made there on PostgreSQL (None otherwise)."""
     if settings.SENDLATER_THROTTLE_STORE == "cache":
-        return _count_in_cache(key, window_end, period)
+        return _count_in_cache(key, window_end, period), None
+    if connection.vendor != "postgresql":
+        with prepared_cursor() as cursor:
+            cursor.execute(_COUNT_SQL, [key, window_end])
+            (count,) = cursor.fetchone()
+        return int(count), None
     with prepared_cursor() as cursor:  # planned once per connection
-        cursor.execute(_COUNT_SQL, [key, window_end])
-        (count,) = cursor.fetchone()
-    return int(count)
+        cursor.execute(_COUNT_SQL_WITH_CLOCK, [key, window_end])
+        count, now = cursor.fetchone()
+    return int(count), now.astimezone(UTC)
+
+
+def counted_reads() -> bool:
+    """Whether ``count_request_and_read_job`` can count and read in one statement: a
+    data-modifying CTE, which PostgreSQL has and SQLite has not."""
+    return settings.SENDLATER_THROTTLE_STORE == "database" and connection.vendor == "postgresql"
+
+
+def count_request_and_read_job(key: str, window_end: int, job_id: object) -> tuple[int, Job | None]:
+    """``count_request`` and ``jobread.job_row_get(job_id)`` in one statement (one round
+    trip for a single-job read); only where ``counted_reads()``.
+
+    The count is made whether or not the job exists (a LEFT JOIN from the counter's
+    row), as when the two run one after the other.
+    """
+    with prepared_cursor() as cursor:
+        cursor.execute(_count_and_read_sql(), [key, window_end, jobread.job_id_param(job_id)])
+        count, *row = cursor.fetchone()
+    return int(count), None if row[0] is None else jobread.job_from_row(row)
+
+
+@functools.cache
+def _count_and_read_sql() -> str:
+    return COUNT_AND_READ_SQL.format(
+        count=_COUNT_SQL,
+        columns=jobread.job_columns("job"),
+        table=jobread.job_table(),
+        pk=jobread.job_pk(),
+    )
 
 
 def _count_in_cache(key: str, window_end: int, period: int) -> int:

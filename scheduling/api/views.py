@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import status
@@ -12,8 +14,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scheduling import cancels, deadletters, selectors, services
-from scheduling.api import pagination, schema
+from scheduling.api import fastpath, pagination, schema
 from scheduling.api.bulkplain import bulk_jobs_plain, bulk_result_body
+from scheduling.api.fastpath import REPLAY_HEADER
 from scheduling.api.serializers import (
     DeliveryAttemptListSerializer,
     JobBulkCreateSerializer,
@@ -31,8 +34,6 @@ from scheduling.api.serializers import (
 )
 from scheduling.models import Team
 from scheduling.storage.gcpause import gc_paused
-
-REPLAY_HEADER = "Idempotent-Replayed"
 
 
 class TeamView(APIView):
@@ -56,6 +57,13 @@ def _name_targets(request: Request, items: list[Any]) -> None:
 
 @extend_schema(tags=["jobs"])
 class JobListCreateView(TeamView):
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if request.method == "POST":  # the common create, without DRF's machinery
+            response = fastpath.serve(self, request, fastpath.job_create)
+            if response is not None:
+                return response
+        return super().dispatch(request, *args, **kwargs)
+
     @extend_schema(
         operation_id="jobs_list",
         summary="List jobs",
@@ -181,6 +189,13 @@ class JobBulkCreateView(TeamView):
 
 @extend_schema(tags=["jobs"], parameters=[schema.JOB_ID_PARAMETER])
 class JobDetailView(TeamView):
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if request.method == "GET":  # the common read, without DRF's machinery
+            response = fastpath.serve(self, request, fastpath.job_read, **kwargs)
+            if response is not None:
+                return response
+        return super().dispatch(request, *args, **kwargs)
+
     @extend_schema(
         operation_id="jobs_retrieve",
         summary="Get a job",

@@ -10,6 +10,7 @@ and the caller checks the team.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -22,27 +23,45 @@ _FIELDS = Job._meta.concrete_fields
 JOB_BY_ID_SQL = "SELECT {columns} FROM {table} WHERE {pk} = %s LIMIT 1"
 
 
+def job_columns(alias: str = "") -> str:
+    """The job table's columns, in ``job_from_row``'s order (qualified by ``alias``)."""
+    quote = connection.ops.quote_name
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(prefix + quote(f.column) for f in _FIELDS)
+
+
+def job_table() -> str:
+    return connection.ops.quote_name(Job._meta.db_table)
+
+
+def job_pk() -> str:
+    return connection.ops.quote_name(Job._meta.pk.column)
+
+
 @cache
 def _sql() -> str:
-    quote = connection.ops.quote_name
-    return JOB_BY_ID_SQL.format(
-        columns=", ".join(quote(f.column) for f in _FIELDS),
-        table=quote(Job._meta.db_table),
-        pk=quote(Job._meta.pk.column),
-    )
+    return JOB_BY_ID_SQL.format(columns=job_columns(), table=job_table(), pk=job_pk())
+
+
+def job_id_param(job_id: uuid.UUID) -> Any:
+    """``job_id`` as the database takes it."""
+    return Job._meta.pk.get_db_prep_value(job_id, connection)
 
 
 def job_row_get(job_id: uuid.UUID) -> Job | None:
     """The job ``job_id`` (any team's), or None."""
     with prepared_cursor() as cursor:
-        cursor.execute(_sql(), [Job._meta.pk.get_db_prep_value(job_id, connection)])
+        cursor.execute(_sql(), [job_id_param(job_id)])
         row = cursor.fetchone()
-    if row is None:
-        return None
+    return None if row is None else job_from_row(row)
+
+
+def job_from_row(row: Sequence[Any]) -> Job:
+    """The model for a row of ``job_columns()``, as a queryset would build it."""
     return Job.from_db(connection.alias, [f.attname for f in _FIELDS], _converted(row))
 
 
-def _converted(row: tuple[Any, ...]) -> list[Any]:
+def _converted(row: Sequence[Any]) -> list[Any]:
     # What the ORM's compiler applies to each column (SQLite's text datetimes and
     # UUIDs, JSON decoding), so the model matches one read through a queryset.
     values = list(row)

@@ -336,7 +336,7 @@ def test_a_crash_still_answers_json(api, monkeypatch) -> None:
     def boom(**_kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(selectors, "job_get", boom)
+    monkeypatch.setattr(selectors, "job_of_team", boom)  # every read path checks the team there
     api.raise_request_exception = False
     response = api.get(f"{URL}/{uuid.uuid4()}")
     assert response.status_code == 500
