@@ -74,11 +74,15 @@ def serve(
     the request (``spend``) first, then returns the response, or ``TO_DRF``. Its
     exceptions are answered as DRF answers a view method's.
     """
-    principal = _principal(request) if settings.SENDLATER_API_FASTPATH else None
-    if principal is None:
+    if not settings.SENDLATER_API_FASTPATH:
         return None
-    request.user = principal  # type: ignore[assignment]  # as DRF's authentication sets it
     try:
+        # The key check may query (a cache miss): a failover there answers 503 as in
+        # DRF, whose authentication runs inside its own exception handling.
+        principal = _principal(request)
+        if principal is None:
+            return None
+        request.user = principal  # type: ignore[assignment]  # as DRF's authentication sets it
         return handler(view, request, principal.team, **kwargs)
     except Exception as exc:  # answered (or re-raised) as DRF would
         return drf_exception_response(view, request, exc, kwargs)

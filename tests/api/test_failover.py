@@ -41,6 +41,26 @@ def test_create_during_failover_is_503_with_retry_after(api, error: Exception) -
     assert api.post(URL, job_body(), format="json").status_code == 201
 
 
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("method", ["post", "get"])
+def test_key_check_during_failover_is_503(api, settings, fast: bool, method: str) -> None:
+    """The key check's query (a cache miss) meets the failover: 503 on the fast path
+    as on DRF's, never a 500."""
+    settings.SENDLATER_API_FASTPATH = fast
+    error = OperationalError("server closed the connection unexpectedly")
+    with (
+        mock.patch("scheduling.api.auth.api_key_check", side_effect=error),
+        mock.patch("scheduling.api.fastpath.api_key_check", side_effect=error),
+    ):
+        if method == "post":
+            response = api.post(URL, job_body(), format="json")
+        else:
+            response = api.get(f"{URL}/00000000-0000-4000-8000-000000000000")
+    assert response.status_code == 503, response.content
+    assert response["Retry-After"] == "2"
+    assert error_of(response)["code"] == "unavailable"
+
+
 def test_other_database_errors_are_not_failovers() -> None:
     assert not is_failover_error(InternalError("division by zero"))
     assert not is_failover_error(ValueError("x"))

@@ -156,6 +156,9 @@ def test_primary_kill_9_failover(make_cluster, seed: int) -> None:
         f" acknowledged {len(acked)}, lost {len(lost_acked)}; creates refused 503 {len(refused)},"
         f" other errors {len(racer.errors) - len(refused)}"
     )
+    others = sorted({e[:120] for e in racer.errors if not e.startswith("503")})
+    if others:
+        figures += "\n  other errors, distinct: " + "; ".join(others[:5])
     RESULTS.append(figures)
     print(figures)
     report_and_assert(report)
