@@ -156,6 +156,8 @@ def admit(
     if not keys:
         return list(rows), {}, {}
     flows = _flows_locked(keys, lock=not defer_limited)
+    if defer_limited:  # a row without limits (a resumed pause-only key) limits nothing
+        flows = {k: f for k, f in flows.items() if f.paused or f.rate or f.parallelism}
     if not flows:
         return list(rows), {}, {}
     if defer_limited:
