@@ -33,10 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
-import io
 import json
-import multiprocessing as mp
 import os
 import subprocess
 import sys
@@ -47,6 +44,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench._webhooks import pollers_stop, webhook_bench  # noqa: E402
 
 # Each kind has its own receiving address, as a partner's endpoint would: the per-host
 # cap and pace of the webhook engine (docs/delivery.md) then apply to each apart.
@@ -164,56 +163,15 @@ def parse() -> argparse.Namespace:
 
 def main() -> int:
     args = parse()
-    import psycopg
-
-    def drop() -> None:
-        with psycopg.connect(f"{args.server}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
-
-    drop()
-    with psycopg.connect(f"{args.server}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{args.database}"')
-    os.environ.update(
-        {
-            "DATABASE_URL": f"{args.server}/{args.database}",
-            "DJANGO_SETTINGS_MODULE": "sendlater_site.settings",
-            "SECRET_KEY": os.environ.get("SECRET_KEY", "bench-only"),
-            "SENDLATER_CALLBACK_ALLOWLIST": "127.0.0.0/8",
-            "SENDLATER_DB_POOL": "false",
-            "SENDLATER_PARTITION_AHEAD_DAYS": "2",
-            "LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
-            "PYTHONPATH": str(ROOT),
-        }
-    )
-    rx = mp.get_context("spawn").Process(
-        target=receiver, args=(args.port, args.par_delay), daemon=True
-    )
-    rx.start()
-    atexit.register(stop_pollers)
-    try:
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-
-        call_command("migrate", verbosity=0)
-        call_command("partitions", "--ensure", "--days", "2", verbosity=0, stdout=io.StringIO())
+    with webhook_bench(
+        server=args.server,
+        database=args.database,
+        receiver=receiver,
+        receiver_args=(args.port, args.par_delay),
+        children=_children,
+    ):
         run(args)
-    finally:
-        stop_pollers()
-        rx.kill()
-        from django.db import connections
-
-        connections.close_all()
-        drop()
     return 0
-
-
-def stop_pollers() -> None:
-    from polling.procs import processes_stop
-
-    processes_stop(_children, grace_seconds=30)
-    _children.clear()
 
 
 def _schedule(team, url: str, count: int, first, spread: float, key) -> None:
@@ -276,7 +234,7 @@ def run(args: argparse.Namespace) -> None:
         done = len(stats["rate_at"]) >= args.rate_jobs and stats["par_n"] >= args.par_jobs
         if done and stats["plain_n"] >= args.plain_jobs:
             break
-    stop_pollers()
+    pollers_stop(_children)
     report(args, receiver_stats(args.port), total)
 
 

@@ -36,10 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
-import io
 import json
-import multiprocessing as mp
 import os
 import subprocess
 import sys
@@ -52,6 +49,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._webhooks import pollers_stop, webhook_bench  # noqa: E402
 from bench.burst import peak_rss_mb  # noqa: E402
 
 RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: text/plain\r\n\r\nok"
@@ -208,40 +206,13 @@ def parse() -> argparse.Namespace:
 
 def main() -> int:
     args = parse()
-    import psycopg
-
-    def drop() -> None:
-        with psycopg.connect(f"{args.server}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
-
-    drop()
-    with psycopg.connect(f"{args.server}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{args.database}"')
-    os.environ.update(
-        {
-            "DATABASE_URL": f"{args.server}/{args.database}",
-            "DJANGO_SETTINGS_MODULE": "sendlater_site.settings",
-            "SECRET_KEY": os.environ.get("SECRET_KEY", "bench-only"),
-            "SENDLATER_CALLBACK_ALLOWLIST": "127.0.0.0/8",
-            "SENDLATER_DB_POOL": "false",
-            "SENDLATER_PARTITION_AHEAD_DAYS": "2",
-            "LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
-            "PYTHONPATH": str(ROOT),
-        }
-    )
-    rx = mp.get_context("spawn").Process(
-        target=receiver, args=(args.port, args.slow_seconds), daemon=True
-    )
-    rx.start()
-    atexit.register(stop_pollers)
-    try:
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-
-        call_command("migrate", verbosity=0)
-        call_command("partitions", "--ensure", "--days", "2", verbosity=0, stdout=io.StringIO())
+    with webhook_bench(
+        server=args.server,
+        database=args.database,
+        receiver=receiver,
+        receiver_args=(args.port, args.slow_seconds),
+        children=_children,
+    ):
         time.sleep(0.5)
         one = raw_rate(["127.0.0.1"], args.port, args.raw_requests)
         print(f"raw_requests_per_second[one receiver]: {one:.0f} req/s")
@@ -258,21 +229,7 @@ def main() -> int:
             if shape in shapes:
                 for pollers in counts:
                     run(args, shape, pollers, jobs=args.backlog, spread=0.0, hosts=hosts, raw=raw)
-    finally:
-        stop_pollers()
-        rx.kill()
-        from django.db import connections
-
-        connections.close_all()
-        drop()
     return 0
-
-
-def stop_pollers() -> None:
-    from polling.procs import processes_stop
-
-    processes_stop(_children, grace_seconds=30)
-    _children.clear()
 
 
 def run(
@@ -335,7 +292,7 @@ def run(
         if stats.get("fast", {}).get("n", 0) >= expected_fast:
             break
     rss = max(peak_rss_mb(child.pid) for child in _children)
-    stop_pollers()
+    pollers_stop(_children)
     stats = receiver_get(args.port, "/stats")
     report(shape, pollers, jobs, expected_fast, first, stats, rss, raw)
 

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from polling import claims, flowdraw, metrics, selectors, services
 from polling.assignment import shards_for
 from polling.models import PollerState
-
-if TYPE_CHECKING:
-    pass
 
 logger = logging.getLogger("polling.poller")
 

@@ -1,0 +1,77 @@
+"""What the webhook benchmarks share: a scratch database with the service migrated,
+a receiver process, the poller processes they start, and the clean-up."""
+
+from __future__ import annotations
+
+import atexit
+import io
+import multiprocessing as mp
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pollers_stop(children: list[subprocess.Popen[bytes]]) -> None:
+    """Stop the poller processes in ``children`` (SIGTERM, then the grace) and forget them."""
+    from polling.procs import processes_stop
+
+    processes_stop(children, grace_seconds=30)
+    children.clear()
+
+
+@contextmanager
+def webhook_bench(
+    *,
+    server: str,
+    database: str,
+    receiver: Callable[..., None],
+    receiver_args: tuple[object, ...],
+    children: list[subprocess.Popen[bytes]],
+) -> Iterator[None]:
+    """(Re)create ``database`` on ``server``, point Django at it (loopback callbacks
+    allowed), start ``receiver(*receiver_args)`` in its own process, migrate; on exit
+    stop the pollers in ``children`` and the receiver, and drop the database."""
+    import psycopg
+
+    def drop() -> None:
+        with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+    drop()
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{database}"')
+    os.environ.update(
+        {
+            "DATABASE_URL": f"{server}/{database}",
+            "DJANGO_SETTINGS_MODULE": "sendlater_site.settings",
+            "SECRET_KEY": os.environ.get("SECRET_KEY", "bench-only"),
+            "SENDLATER_CALLBACK_ALLOWLIST": "127.0.0.0/8",
+            "SENDLATER_DB_POOL": "false",
+            "SENDLATER_PARTITION_AHEAD_DAYS": "2",
+            "LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
+            "PYTHONPATH": str(ROOT),
+        }
+    )
+    rx = mp.get_context("spawn").Process(target=receiver, args=receiver_args, daemon=True)
+    rx.start()
+    atexit.register(pollers_stop, children)
+    try:
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        call_command("partitions", "--ensure", "--days", "2", verbosity=0, stdout=io.StringIO())
+        yield
+    finally:
+        pollers_stop(children)
+        rx.kill()
+        from django.db import connections
+
+        connections.close_all()
+        drop()
