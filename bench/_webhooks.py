@@ -3,6 +3,7 @@ a receiver process, the poller processes they start, and the clean-up."""
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import io
 import multiprocessing as mp
@@ -13,6 +14,20 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+async def request_read(reader: asyncio.StreamReader) -> tuple[str, dict[str, str], bytes]:
+    """One HTTP/1.1 request from a keep-alive connection: its request line, its headers
+    (names lower-cased) and its body (by content-length). The receivers' parser."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {
+        k.strip().lower(): v.strip()
+        for k, _, v in (line.partition(":") for line in lines[1:] if line)
+    }
+    length = int(headers.get("content-length", "0"))
+    body = await reader.readexactly(length) if length else b""
+    return lines[0], headers, body
 
 
 def pollers_stop(children: list[subprocess.Popen[bytes]]) -> None:

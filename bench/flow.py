@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._webhooks import pollers_stop, webhook_bench  # noqa: E402
+from bench._webhooks import pollers_stop, request_read, webhook_bench  # noqa: E402
 
 # Each kind has its own receiving address, as a partner's endpoint would: the per-host
 # cap and pace of the webhook engine (docs/delivery.md) then apply to each apart.
@@ -85,15 +85,8 @@ def receiver(port: int, par_delay: float) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                headers = {
-                    k.strip().lower(): v.strip()
-                    for k, _, v in (line.partition(":") for line in lines[1:] if line)
-                }
-                length = int(headers.get("content-length", "0"))
-                body = await reader.readexactly(length) if length else b""
-                if lines[0].startswith("GET /stats"):
+                first_line, headers, body = await request_read(reader)
+                if first_line.startswith("GET /stats"):
                     raw = stats()
                     writer.write(
                         b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(raw), raw)
@@ -106,7 +99,7 @@ def receiver(port: int, par_delay: float) -> None:
                 seen[job_id] = seen.get(job_id, 0) + 1
                 due = json.loads(body).get("payload", {}).get("d", now) if first else now
                 early[0] += first and now < due
-                path = lines[0].split(" ")[1]
+                path = first_line.split(" ")[1]
                 if path == "/par":
                     par["now"] += 1
                     par["n"] += first

@@ -49,7 +49,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._webhooks import pollers_stop, webhook_bench  # noqa: E402
+from bench._webhooks import pollers_stop, request_read, webhook_bench  # noqa: E402
 from bench.burst import peak_rss_mb  # noqa: E402
 
 RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: text/plain\r\n\r\nok"
@@ -90,20 +90,13 @@ def receiver(port: int, slow_seconds: float) -> None:
         slow = local == SLOW_HOST and slow_seconds > 0
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                headers = {
-                    k.strip().lower(): v.strip()
-                    for k, _, v in (line.partition(":") for line in lines[1:] if line)
-                }
-                length = int(headers.get("content-length", "0"))
-                body = await reader.readexactly(length) if length else b""
-                if lines[0].startswith("GET /stats"):
+                first_line, headers, body = await request_read(reader)
+                if first_line.startswith("GET /stats"):
                     raw = stats()
                     writer.write(
                         b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(raw), raw)
                     )
-                elif lines[0].startswith("GET /reset"):
+                elif first_line.startswith("GET /reset"):
                     first.clear(), lags.clear(), counts.update(requests=0, early=0)
                     writer.write(RESPONSE)
                 else:
