@@ -10,6 +10,7 @@ import hmac
 import os
 import time
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
@@ -70,6 +71,24 @@ class ApiMetricsMiddleware:
         response = self.get_response(request)
         match = getattr(request, "resolver_match", None)
         endpoint = match.route if match is not None else "unmatched"
-        API_REQUESTS.labels(endpoint, request.method, str(response.status_code)).inc()
-        API_LATENCY.labels(endpoint).observe(time.perf_counter() - started)
+        api_request_record(endpoint, request.method, response.status_code, started)
         return response
+
+
+# Labelled children by (endpoint, method, status): prometheus_client's ``labels`` takes
+# a lock and checks the values on every call. The labels are bounded (route patterns).
+_children: dict[tuple[str, str | None, int], tuple[Any, Any]] = {}
+
+
+def api_request_record(endpoint: str, method: str | None, status: int, started: float) -> None:
+    """Count an API request to the route pattern ``endpoint`` begun at ``started``
+    (``time.perf_counter()``)."""
+    key = (endpoint, method, status)
+    children = _children.get(key)
+    if children is None:
+        children = _children[key] = (
+            API_REQUESTS.labels(endpoint, method, str(status)),
+            API_LATENCY.labels(endpoint),
+        )
+    children[0].inc()
+    children[1].observe(time.perf_counter() - started)

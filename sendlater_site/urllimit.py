@@ -8,6 +8,7 @@ in the chain, applies the bound instead (SENDLATER_MAX_URL_BYTES).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -20,10 +21,15 @@ class UrlLengthMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        limit = settings.SENDLATER_MAX_URL_BYTES
-        length = len(request.META.get("PATH_INFO", "").encode("utf-8", "surrogateescape"))
-        length += len(request.META.get("QUERY_STRING", ""))
-        if length > limit:
+        if url_too_long(request.META):
+            limit = settings.SENDLATER_MAX_URL_BYTES
             message = f"The URL is longer than {limit} bytes (SENDLATER_MAX_URL_BYTES)."
             return JsonResponse(error_body("uri_too_long", message), status=414)
         return self.get_response(request)
+
+
+def url_too_long(meta: dict[str, Any]) -> bool:
+    """Whether the request's path and query string exceed SENDLATER_MAX_URL_BYTES."""
+    length = len(meta.get("PATH_INFO", "").encode("utf-8", "surrogateescape"))
+    length += len(meta.get("QUERY_STRING", ""))
+    return length > settings.SENDLATER_MAX_URL_BYTES

@@ -1,4 +1,5 @@
-"""WSGI entry point for gunicorn."""
+"""WSGI entry point for gunicorn: Django behind the single-job API's front door
+(sendlater_site/apifront.py)."""
 
 import os
 
@@ -6,4 +7,8 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sendlater_site.settings")
 
-application = get_wsgi_application()
+django_application = get_wsgi_application()  # sets Django up: the front door imports models
+
+from sendlater_site.apifront import ApiFront  # noqa: E402
+
+application = ApiFront(django_application)

@@ -38,17 +38,20 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.urls import get_script_prefix, reverse
+from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
-from scheduling import conf, netguard, selectors, services
+from scheduling import conf, keys, netguard, selectors, services
 from scheduling.api import ratelimit
 from scheduling.api.auth import TeamPrincipal
 from scheduling.api.bulkplain import job_create_plain
 from scheduling.api.parsers import json_loads
 from scheduling.api.serializers import job_body, job_spec_from, target_field
-from scheduling.api.throttling import Spent, budget_of, budget_spend
-from scheduling.models import Team
+from scheduling.api.throttling import Budget, Spent, budget_of, budget_spend
+from scheduling.errors import SchedulingError
+from scheduling.models import Job, Team
+from scheduling.specs import JobSpec
 from scheduling.teams import api_key_check
 
 REPLAY_HEADER = "Idempotent-Replayed"
@@ -60,6 +63,10 @@ _RENDERER = JSONRenderer()
 
 # What a handler returns to send the request on to DRF (the budget already spent).
 TO_DRF = None
+# The front door's request object, in the environ of a request it hands on to Django,
+# and the attribute holding the exception it met.
+FRONT_TRIED = "sendlater.front_tried"
+FRONT_ERROR = "sendlater_error"
 
 
 def serve(
@@ -72,20 +79,51 @@ def serve(
 
     ``handler(view, request, team, **kwargs)`` runs once the key is checked; it counts
     the request (``spend``) first, then returns the response, or ``TO_DRF``. Its
-    exceptions are answered as DRF answers a view method's.
+    exceptions are answered as DRF answers a view method's. A request the front door
+    (``sendlater_site/apifront.py``) already tried goes on from where it stopped.
     """
     if not settings.SENDLATER_API_FASTPATH:
         return None
+    tried = request.META.pop(FRONT_TRIED, None)
+    if tried is not None:
+        return _resume(view, request, tried, kwargs)
     try:
-        # The key check may query (a cache miss): a failover there answers 503 as in
-        # DRF, whose authentication runs inside its own exception handling.
-        principal = _principal(request)
-        if principal is None:
-            return None
-        request.user = principal  # type: ignore[assignment]  # as DRF's authentication sets it
-        return handler(view, request, principal.team, **kwargs)
+        return answer(view, request, handler, **kwargs)
     except Exception as exc:  # answered (or re-raised) as DRF would
         return drf_exception_response(view, request, exc, kwargs)
+
+
+def answer(
+    view: APIView,
+    request: HttpRequest,
+    handler: Callable[..., HttpResponseBase | None],
+    **kwargs: Any,
+) -> HttpResponseBase | None:
+    """``serve`` without the exception handling: the response, None for DRF, or the
+    handler's exception."""
+    # The key check may query (a cache miss): a failover there answers 503 as in
+    # DRF, whose authentication runs inside its own exception handling.
+    principal = _principal(request)
+    if principal is None:
+        return None
+    request.user = principal  # type: ignore[assignment]  # as DRF's authentication sets it
+    return handler(view, request, principal.team, **kwargs)
+
+
+def _resume(
+    view: APIView, request: HttpRequest, tried: HttpRequest, kwargs: dict[str, Any]
+) -> HttpResponseBase | None:
+    """The view's answer to a request the front door handed on: the state it left on its
+    own request object (the caller, the budget's verdict, the names of the body's
+    fields) carried over, then its exception answered, or DRF."""
+    state = vars(tried)
+    for name in ("user", "sendlater_spent", "sendlater_context"):
+        if name in state:
+            setattr(request, name, state[name])
+    error = state.get(FRONT_ERROR)
+    if error is not None:
+        return drf_exception_response(view, request, error, kwargs)
+    return None
 
 
 def spent(request: HttpRequest, verdict: Spent) -> bool:
@@ -160,21 +198,90 @@ def job_read(
 
 
 def job_create(view: APIView, request: HttpRequest, team: Team) -> HttpResponse | None:
-    """``POST /api/v1/jobs`` (``JobListCreateView.post``) for a plainly valid body."""
-    verdict = budget_spend(view.throttle_scope, team.pk)  # type: ignore[attr-defined]
-    if not spent(request, verdict):
-        return TO_DRF
+    """``POST /api/v1/jobs`` (``JobListCreateView.post``) for a plainly valid body.
+
+    On PostgreSQL with the database's budget store the request is counted by the
+    statement that writes the job (``_count_and_write``), after the body is read;
+    a body for DRF goes there uncounted and DRF's throttle counts it, so every
+    request is counted once either way and the answers are DRF's. Elsewhere the
+    request is counted first, as DRF's throttle does.
+    """
+    scope = view.throttle_scope  # type: ignore[attr-defined]
+    budget = budget_of(scope, team.pk)
+    together = budget is not None and ratelimit.counted_reads()
+    now = None
+    if not together:
+        verdict = budget_spend(scope, team.pk)
+        if not spent(request, verdict):
+            return TO_DRF
+        now = verdict.now
+    spec = _plain_spec(request)
+    if spec is None:
+        return TO_DRF  # the serializer says what is wrong
+    if together:
+        counted = _count_and_write(budget, team, spec)  # type: ignore[arg-type]
+        if counted is None:
+            return TO_DRF  # not counted: DRF counts it, then says what is wrong
+        verdict, job = counted
+        if not spent(request, verdict):
+            return TO_DRF
+        if job is not None:
+            services.jobs_scheduled_count([job])
+            return _created(view, job, created=True)
+        now = verdict.now
+    job, created = services.job_schedule(team=team, now=now, **vars(spec))
+    return _created(view, job, created)
+
+
+def _plain_spec(request: HttpRequest) -> JobSpec | None:
+    """The create body as a JobSpec, if it is small JSON the plain validator accepts
+    and its callback passes the SSRF check; else None (for DRF)."""
     data = _small_json_body(request)
     if data is None:
-        return TO_DRF
+        return None
     request.sendlater_context = {  # type: ignore[attr-defined]  # as the view's _name_targets
         "target_fields": {0: target_field(data)} if isinstance(data, dict) else {}
     }
     valid = job_create_plain(data)
     if valid is None or not _callback_allowed(valid):
-        return TO_DRF  # the serializer says what is wrong
-    spec = job_spec_from(valid)
-    job, created = services.job_schedule(team=team, now=verdict.now, **vars(spec))
+        return None
+    return job_spec_from(valid)
+
+
+def _count_and_write(budget: Budget, team: Team, spec: JobSpec) -> tuple[Spent, Job | None] | None:
+    """Count the request and write its job in one statement where it can be; return the
+    verdict and the job if written, or None (not counted) for a spec the checks refuse.
+
+    The job is built by this process's clock and written only if the database's clock
+    of the statement agrees on what matters (``ratelimit.count_request_and_insert_job``:
+    its bucket still open, its due time within the horizon), so it lands exactly as
+    ``job_schedule`` would place it. Otherwise (or with an idempotency key, whose
+    write is a transaction of its own) only the count is made, and the caller writes
+    the job through ``job_schedule`` at the database's time.
+    """
+    if spec.idempotency_key is None:
+        try:
+            job = services.job_build_one(team=team, spec=spec, now=timezone.now())
+        except SchedulingError:
+            return None
+        width = conf.bucket_seconds()
+        if job.bucket == keys.bucket_of(job.due_at, width):  # not due yet by this clock
+            count, now, written = ratelimit.count_request_and_insert_job(
+                budget.key,
+                budget.window_end,
+                budget.num_requests,
+                job,
+                keys.bucket_end(job.bucket, width),
+                spec.due_at - conf.max_horizon(),
+            )
+            if written:
+                job.created_at = job.updated_at = now
+            return budget.verdict(count, now), job if written else None
+    count, now = ratelimit.count_request(budget.key, budget.window_end, budget.period)
+    return budget.verdict(count, now), None
+
+
+def _created(view: APIView, job: Job, created: bool) -> HttpResponse:
     headers = {"Location": _job_url(get_script_prefix()).replace(_ANY_ID, str(job.id))}
     if not created:
         headers[REPLAY_HEADER] = "true"

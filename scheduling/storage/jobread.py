@@ -17,7 +17,7 @@ from typing import Any
 from django.db import connection
 
 from scheduling.models import Job
-from scheduling.storage.prepared import prepared_cursor
+from scheduling.storage.prepared import prepared_fetchone
 
 _FIELDS = Job._meta.concrete_fields
 JOB_BY_ID_SQL = "SELECT {columns} FROM {table} WHERE {pk} = %s LIMIT 1"
@@ -50,9 +50,7 @@ def job_id_param(job_id: uuid.UUID) -> Any:
 
 def job_row_get(job_id: uuid.UUID) -> Job | None:
     """The job ``job_id`` (any team's), or None."""
-    with prepared_cursor() as cursor:
-        cursor.execute(_sql(), [job_id_param(job_id)])
-        row = cursor.fetchone()
+    row = prepared_fetchone(_sql(), [job_id_param(job_id)])
     return None if row is None else job_from_row(row)
 
 

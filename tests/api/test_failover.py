@@ -13,6 +13,7 @@ from django.db import InternalError, OperationalError
 
 from scheduling import services
 from scheduling.failover import is_failover_error
+from scheduling.storage import jobinsert
 from tests.support.api import error_of, job_body
 from tests.support.procs import ROOT
 
@@ -32,7 +33,12 @@ def _read_only() -> InternalError:
     "error", [OperationalError("server closed the connection unexpectedly"), _read_only()]
 )
 def test_create_during_failover_is_503_with_retry_after(api, error: Exception) -> None:
-    with mock.patch.object(services, "job_schedule", side_effect=error):
+    # The job's INSERT fails, on every path: the fast path's on PostgreSQL (in the
+    # statement that counts the request) and job_schedule's.
+    with (
+        mock.patch.object(jobinsert, "prepared_fetchone", side_effect=error),
+        mock.patch.object(services, "jobs_insert", side_effect=error),
+    ):
         response = api.post(URL, job_body(), format="json", HTTP_IDEMPOTENCY_KEY="k-1")
     assert response.status_code == 503
     assert response["Retry-After"] == "2"

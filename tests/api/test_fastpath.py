@@ -10,7 +10,6 @@ before the bytes are compared; a read is compared as is.
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -28,18 +27,11 @@ from scheduling.clock import db_now
 from scheduling.models import ApiKey, IdempotencyKey, Job
 from scheduling.teams import api_key_cache_clear
 from tests.support.api import iso, job_body
+from tests.support.api import mask_varying as _mask
 
 pytestmark = pytest.mark.django_db
 
 URL = "/api/v1/jobs"
-_VARYING = re.compile(
-    rb'("id": ?"|/api/v1/jobs/)[0-9a-f-]{36}|("shard": ?)[0-9]+'
-    rb'|("(?:created|updated)_at": ?")[^"]+'
-)
-
-
-def _mask(raw: bytes) -> bytes:
-    return _VARYING.sub(lambda match: (match[1] or match[2] or match[3]) + b"*", raw)
 
 
 def _answer(response: Any) -> tuple[int, list[tuple[str, str]], bytes]:

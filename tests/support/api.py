@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -44,3 +45,15 @@ def error_of(response: Any) -> dict[str, Any]:
     assert isinstance(error["message"], str) and error["message"]
     assert set(error) <= {"code", "message", "fields"}
     return error
+
+
+_VARYING = re.compile(
+    rb'("id": ?"|/api/v1/jobs/)[0-9a-f-]{36}|("shard": ?)[0-9]+'
+    rb'|("(?:created|updated)_at": ?")[^"]+'
+)
+
+
+def mask_varying(raw: bytes) -> bytes:
+    """``raw`` with what differs between two creates of the same body masked: the new
+    job's id (also in its URL), its shard and the clock's times."""
+    return _VARYING.sub(lambda match: (match[1] or match[2] or match[3]) + b"*", raw)
