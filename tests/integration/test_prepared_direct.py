@@ -137,7 +137,8 @@ def test_in_steady_traffic_a_create_and_a_read_are_one_statement_each(api) -> No
         job_id = api.post(URL, body, format="json").json()["id"]
     with CaptureQueriesContext(connection) as read:
         assert api.get(f"{URL}/{job_id}").status_code == 200
-    assert len(create) == 1 and "INSERT INTO scheduling_job" in create[0]["sql"], create.captured_queries
+    assert len(create) == 1, create.captured_queries
+    assert "INSERT INTO scheduling_job" in create[0]["sql"]
     assert len(read) == 1
 
 
