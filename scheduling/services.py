@@ -15,7 +15,6 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -95,8 +94,26 @@ def _schedule_once(
 
         def build() -> Iterator[Job]:
             for i, job_id, due, place in zip(fresh, ids, dues, places, strict=True):
-                text = texts[i] if texts is not None else None
-                job = created[i] = _job_new(builder, specs[i], job_id, due, place, counts, text)
+                spec = specs[i]
+                job = created[i] = builder.build(
+                    {
+                        "id": job_id,
+                        "due_at": due,
+                        "bucket": place,
+                        "shard": keys.shard_of(job_id, counts[place]),
+                        "target_kind": spec.target_kind,
+                        "target": spec.target,
+                        "payload": spec.payload,
+                        "metadata": spec.metadata,
+                        "idempotency_key": spec.idempotency_key,
+                        "request_fingerprint": spec.fingerprint() if spec.idempotency_key else "",
+                        "window_seconds": spec.window_seconds,
+                        "flow_control_key": spec.flow_control_key,
+                        "_payload_json": texts[i] if texts is not None else None,
+                    }
+                )
+                if spec.expires_after_seconds is not None:
+                    job.expires_at = spec.due_at + timedelta(seconds=spec.expires_after_seconds)
                 yield job
 
         if any(specs[i].idempotency_key is not None for i in fresh):
@@ -117,38 +134,6 @@ def _schedule_once(
         else:
             results.append((created[i], True))
     return results
-
-
-def _job_new(
-    builder: JobBuilder,
-    spec: JobSpec,
-    job_id: uuid.UUID,
-    due: datetime,
-    place: datetime,
-    counts: dict[datetime, int],
-    text: str | None,
-) -> Job:
-    """The new job of ``spec``: its id, effective due time, bucket and shard decided."""
-    job = builder.build(
-        {
-            "id": job_id,
-            "due_at": due,
-            "bucket": place,
-            "shard": keys.shard_of(job_id, counts[place]),
-            "target_kind": spec.target_kind,
-            "target": spec.target,
-            "payload": spec.payload,
-            "metadata": spec.metadata,
-            "idempotency_key": spec.idempotency_key,
-            "request_fingerprint": spec.fingerprint() if spec.idempotency_key else "",
-            "window_seconds": spec.window_seconds,
-            "flow_control_key": spec.flow_control_key,
-            "_payload_json": text,
-        }
-    )
-    if spec.expires_after_seconds is not None:
-        job.expires_at = spec.due_at + timedelta(seconds=spec.expires_after_seconds)
-    return job
 
 
 def _schedule(
@@ -216,33 +201,6 @@ def job_schedule(
     now = now or db_now()
     job_spec_validate(spec, now=now)
     return _schedule(team, [spec], now)[0]
-
-
-def job_build_one(*, team: Team, spec: JobSpec, now: datetime) -> Job:
-    """The job ``job_schedule`` would write for ``spec`` (no idempotency key) at ``now``:
-    checked, with its id, bucket (the late-write rule at ``now``) and shard, not written.
-
-    For a caller that writes it in a statement of its own and then reports it with
-    ``jobs_scheduled_count`` (``scheduling.api.fastpath``: the request budget and the
-    INSERT in one statement). Raises a SchedulingError naming the field.
-    """
-    if spec.idempotency_key is not None:
-        raise ValueError("a job with an idempotency key is written by job_schedule")
-    if spec.payload is None or not spec.metadata:  # as job_schedule takes them
-        spec = replace(spec, payload={} if spec.payload is None else spec.payload, metadata={})
-    text = SpecChecker(now).check(spec)
-    (job_id,) = new_job_ids(1)
-    due = _effective_due(job_id, spec.due_at, spec.window_seconds)
-    place = _place(due, now)
-    builder = JobBuilder(
-        team=team, status=JobStatus.PENDING, created_at=now, updated_at=now, expires_at=None
-    )
-    return _job_new(builder, spec, job_id, due, place, shard_counts_record({place}), text)
-
-
-def jobs_scheduled_count(jobs: Iterable[Job]) -> None:
-    """Count jobs written outside ``job_schedule`` in the scheduled-jobs metric."""
-    _count_scheduled(jobs)
 
 
 def _pending_job_for_update(team: Team, job_id: uuid.UUID | str) -> Job:

@@ -38,19 +38,17 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.urls import get_script_prefix, reverse
-from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
-from scheduling import conf, keys, netguard, selectors, services
+from scheduling import conf, netguard, selectors, services
 from scheduling.api import ratelimit
 from scheduling.api.auth import TeamPrincipal
 from scheduling.api.bulkplain import job_create_plain
 from scheduling.api.parsers import json_loads
 from scheduling.api.serializers import job_body, job_spec_from, target_field
-from scheduling.api.throttling import Budget, Spent, budget_of, budget_spend
-from scheduling.errors import SchedulingError
-from scheduling.models import Job, Team
+from scheduling.api.throttling import Spent, budget_of, budget_spend
+from scheduling.models import Team
 from scheduling.specs import JobSpec
 from scheduling.teams import api_key_check
 
@@ -200,37 +198,22 @@ def job_read(
 def job_create(view: APIView, request: HttpRequest, team: Team) -> HttpResponse | None:
     """``POST /api/v1/jobs`` (``JobListCreateView.post``) for a plainly valid body.
 
-    On PostgreSQL with the database's budget store the request is counted by the
-    statement that writes the job (``_count_and_write``), after the body is read;
-    a body for DRF goes there uncounted and DRF's throttle counts it, so every
-    request is counted once either way and the answers are DRF's. Elsewhere the
-    request is counted first, as DRF's throttle does.
+    The request is counted first, as DRF's throttle does, in a statement of its own:
+    counting it in the statement that writes the job would hold the team's counter
+    row locked until that write's commit (its WAL flush, and the standby's answer
+    under synchronous replication), one create of a team at a time.
     """
-    scope = view.throttle_scope  # type: ignore[attr-defined]
-    budget = budget_of(scope, team.pk)
-    together = budget is not None and ratelimit.counted_reads()
-    now = None
-    if not together:
-        verdict = budget_spend(scope, team.pk)
-        if not spent(request, verdict):
-            return TO_DRF
-        now = verdict.now
+    verdict = budget_spend(view.throttle_scope, team.pk)  # type: ignore[attr-defined]
+    if not spent(request, verdict):
+        return TO_DRF
     spec = _plain_spec(request)
     if spec is None:
         return TO_DRF  # the serializer says what is wrong
-    if together:
-        counted = _count_and_write(budget, team, spec)  # type: ignore[arg-type]
-        if counted is None:
-            return TO_DRF  # not counted: DRF counts it, then says what is wrong
-        verdict, job = counted
-        if not spent(request, verdict):
-            return TO_DRF
-        if job is not None:
-            services.jobs_scheduled_count([job])
-            return _created(view, job, created=True)
-        now = verdict.now
-    job, created = services.job_schedule(team=team, now=now, **vars(spec))
-    return _created(view, job, created)
+    job, created = services.job_schedule(team=team, now=verdict.now, **vars(spec))
+    headers = {"Location": _job_url(get_script_prefix()).replace(_ANY_ID, str(job.id))}
+    if not created:
+        headers[REPLAY_HEADER] = "true"
+    return json_response(view, job_body(job), 201 if created else 200, headers)
 
 
 def _plain_spec(request: HttpRequest) -> JobSpec | None:
@@ -246,46 +229,6 @@ def _plain_spec(request: HttpRequest) -> JobSpec | None:
     if valid is None or not _callback_allowed(valid):
         return None
     return job_spec_from(valid)
-
-
-def _count_and_write(budget: Budget, team: Team, spec: JobSpec) -> tuple[Spent, Job | None] | None:
-    """Count the request and write its job in one statement where it can be; return the
-    verdict and the job if written, or None (not counted) for a spec the checks refuse.
-
-    The job is built by this process's clock and written only if the database's clock
-    of the statement agrees on what matters (``ratelimit.count_request_and_insert_job``:
-    its bucket still open, its due time within the horizon), so it lands exactly as
-    ``job_schedule`` would place it. Otherwise (or with an idempotency key, whose
-    write is a transaction of its own) only the count is made, and the caller writes
-    the job through ``job_schedule`` at the database's time.
-    """
-    if spec.idempotency_key is None:
-        try:
-            job = services.job_build_one(team=team, spec=spec, now=timezone.now())
-        except SchedulingError:
-            return None
-        width = conf.bucket_seconds()
-        if job.bucket == keys.bucket_of(job.due_at, width):  # not due yet by this clock
-            count, now, written = ratelimit.count_request_and_insert_job(
-                budget.key,
-                budget.window_end,
-                budget.num_requests,
-                job,
-                keys.bucket_end(job.bucket, width),
-                spec.due_at - conf.max_horizon(),
-            )
-            if written:
-                job.created_at = job.updated_at = now
-            return budget.verdict(count, now), job if written else None
-    count, now = ratelimit.count_request(budget.key, budget.window_end, budget.period)
-    return budget.verdict(count, now), None
-
-
-def _created(view: APIView, job: Job, created: bool) -> HttpResponse:
-    headers = {"Location": _job_url(get_script_prefix()).replace(_ANY_ID, str(job.id))}
-    if not created:
-        headers[REPLAY_HEADER] = "true"
-    return json_response(view, job_body(job), 201 if created else 200, headers)
 
 
 _ANY_ID = "00000000-0000-0000-0000-000000000000"

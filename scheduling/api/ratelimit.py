@@ -24,7 +24,7 @@ from django.core.cache import caches
 from django.db import connection
 
 from scheduling.models import Job
-from scheduling.storage import jobinsert, jobread
+from scheduling.storage import jobread
 from scheduling.storage.prepared import prepared_fetchone
 
 _COUNT_SQL = """
@@ -88,31 +88,6 @@ def _count_and_read_sql() -> str:
         table=jobread.job_table(),
         pk=jobread.job_pk(),
     )
-
-
-# The count and the clock, as the lead of a guarded job INSERT (jobinsert).
-_COUNT_SQL_AS_LEAD = _COUNT_SQL.replace(
-    "RETURNING count", "RETURNING count, statement_timestamp() AS now"
-)
-# The job is written if the request is within its budget, its bucket is still open by
-# the database's clock (the late-write rule would move it otherwise) and its due time
-# within the horizon by that clock.
-_INSERT_GUARD = "lead.count <= %s AND lead.now < %s AND lead.now >= %s"
-
-
-def count_request_and_insert_job(
-    key: str, window_end: int, limit: int, job: Job, bucket_end: datetime, earliest: datetime
-) -> tuple[int, datetime, bool]:
-    """``count_request`` and, in the same statement, the INSERT of ``job`` (new, no
-    idempotency key) where the count is at most ``limit``, the database's clock is
-    before ``bucket_end`` (the end of the job's bucket) and not before ``earliest``
-    (its requested due time less the horizon); only where ``counted_reads()``, outside
-    a transaction. Returns the count, the clock (the written job's ``created_at``)
-    and whether the job was written."""
-    count, now, written = jobinsert.job_insert_one_guarded(
-        job, _COUNT_SQL_AS_LEAD, [key, window_end], _INSERT_GUARD, [limit, bucket_end, earliest]
-    )
-    return int(count), now.astimezone(UTC), bool(written)
 
 
 def _count_in_cache(key: str, window_end: int, period: int) -> int:

@@ -8,7 +8,7 @@ import itertools
 import json
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django.db import connection
@@ -53,13 +53,9 @@ COPY_SQL = (
 COPY_TYPES = tuple(kind for _, kind in COPY_COLUMNS)
 _JSONB_COLUMNS = ("payload", "metadata")
 # One row: a prepared INSERT is one round trip, a COPY two (start, then finish).
-
-
-def _placeholder(name: str, kind: str) -> str:
-    return f"%s::{'jsonb' if name in _JSONB_COLUMNS else kind}"
-
-
-_PLACEHOLDERS = ", ".join(_placeholder(name, kind) for name, kind in COPY_COLUMNS)
+_PLACEHOLDERS = ", ".join(
+    f"%s::{'jsonb' if name in _JSONB_COLUMNS else kind}" for name, kind in COPY_COLUMNS
+)
 _NAMES = ", ".join(name for name, _ in COPY_COLUMNS)
 # Built from the constant column list above only.
 INSERT_ONE_SQL = f"INSERT INTO scheduling_job ({_NAMES}) VALUES ({_PLACEHOLDERS})"  # noqa: S608
@@ -196,49 +192,7 @@ def jobs_insert(jobs: Iterable[Job]) -> None:
 
 
 def _insert_one(row: tuple[object, ...]) -> None:
-    prepared_fetchone(INSERT_ONE_SQL, _one_params(row))
-
-
-def _one_params(row: tuple[object, ...]) -> list[object]:
     params = list(row)
     for i in _JSONB_AT:  # the JSON text, without binary jsonb's version byte
         params[i] = str(params[i]).removeprefix(_JSONB_VERSION)
-    return params
-
-
-# The columns a guarded INSERT takes from its lead statement's ``now`` (PostgreSQL).
-_STAMPED = ("created_at", "updated_at")
-_STAMPED_AT = frozenset(i for i, (name, _) in enumerate(COPY_COLUMNS) if name in _STAMPED)
-_GUARDED_SQL = (
-    "WITH lead AS ({lead}), made AS (INSERT INTO scheduling_job ({names}) "
-    "SELECT {values} FROM lead WHERE {guard} RETURNING 1) "
-    "SELECT lead.*, EXISTS (SELECT FROM made) FROM lead"
-)
-
-
-def job_insert_one_guarded(
-    job: Job, lead: str, lead_params: Sequence[object], guard: str, guard_params: Sequence[object]
-) -> tuple[object, ...]:
-    """Write ``job`` (new, fully populated) in the statement of ``lead`` where ``guard``
-    holds, on PostgreSQL outside a transaction: one statement, one round trip.
-
-    ``lead`` is a data-modifying query returning one row with a ``now`` column (named
-    ``lead`` in ``guard``): the written row's ``created_at`` and ``updated_at`` (the
-    caller sets them on ``job`` from the answer). Returns the lead's row followed by
-    whether the job was written.
-    """
-    (row,) = _rows([job])
-    params = [p for i, p in enumerate(_one_params(row)) if i not in _STAMPED_AT]
-    answer = prepared_fetchone(_guarded_sql(lead, guard), [*lead_params, *params, *guard_params])
-    if answer is None:
-        raise RuntimeError("the lead statement of a guarded INSERT returned no row")
-    return answer
-
-
-@functools.cache
-def _guarded_sql(lead: str, guard: str) -> str:
-    values = ", ".join(
-        "lead.now" if i in _STAMPED_AT else _placeholder(name, kind)
-        for i, (name, kind) in enumerate(COPY_COLUMNS)
-    )
-    return _GUARDED_SQL.format(lead=lead, names=_NAMES, values=values, guard=guard)
+    prepared_fetchone(INSERT_ONE_SQL, params)

@@ -33,8 +33,8 @@ def _read_only() -> InternalError:
     "error", [OperationalError("server closed the connection unexpectedly"), _read_only()]
 )
 def test_create_during_failover_is_503_with_retry_after(api, error: Exception) -> None:
-    # The job's INSERT fails, on every path: the fast path's on PostgreSQL (in the
-    # statement that counts the request) and job_schedule's.
+    # The job's INSERT fails (its one prepared statement on PostgreSQL, the ORM's
+    # INSERT on SQLite).
     with (
         mock.patch.object(jobinsert, "prepared_fetchone", side_effect=error),
         mock.patch.object(services, "jobs_insert", side_effect=error),

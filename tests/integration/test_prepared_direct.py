@@ -1,15 +1,13 @@
-"""Prepared statements sent straight through libpq (scheduling/storage/prepared.py), and
-the single create that counts its request in the statement that writes the job
-(scheduling/api/fastpath.py). PostgreSQL, outside a test transaction: the direct
-path is taken in autocommit only, as a request runs.
+"""Prepared statements sent straight through libpq (scheduling/storage/prepared.py).
+
+PostgreSQL, outside a test transaction: the direct path is taken in autocommit only,
+as a request runs.
 """
 
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 from typing import Any
-from unittest import mock
 
 import psycopg
 import pytest
@@ -17,7 +15,6 @@ from django.conf import settings
 from django.db import IntegrityError, OperationalError, connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from scheduling import conf, keys
 from scheduling.api import ratelimit
@@ -25,7 +22,7 @@ from scheduling.clock import db_now
 from scheduling.failover import connection_discard, is_failover_error
 from scheduling.models import Job
 from scheduling.storage import jobinsert, prepared
-from tests.support.api import error_of, iso, job_body
+from tests.support.api import job_body
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -87,7 +84,7 @@ def test_errors_arrive_as_django_s(api) -> None:
     job = Job.objects.get(id=api.post(URL, job_body(), format="json").json()["id"])
     (row,) = jobinsert._rows([job])
     with pytest.raises(IntegrityError):  # the same id again
-        prepared.prepared_fetchone(jobinsert.INSERT_ONE_SQL, jobinsert._one_params(row))
+        jobinsert._insert_one(row)  # (its one prepared INSERT)
     assert connection.connection is not None  # a unique violation leaves it usable
     assert ratelimit.count_request("k-after", 10, 60)[0] == 1
 
@@ -119,51 +116,26 @@ def _dsn() -> str:
     )
 
 
-def test_a_create_is_counted_and_written_in_one_statement(api, direct_calls) -> None:
+def test_a_create_is_two_statements_through_libpq(api, direct_calls) -> None:
     before = db_now()
     response = api.post(URL, job_body(in_seconds=3600), format="json")
     assert response.status_code == 201
     job = Job.objects.get(id=response.json()["id"])
     assert before <= job.created_at == job.updated_at <= db_now()
-    assert response.json()["created_at"] == iso(job.created_at).replace("+00:00", "Z")
     assert job.bucket == keys.bucket_of(job.due_at, conf.bucket_seconds())
-    assert len(direct_calls) == 1 and "WITH lead AS" in direct_calls[0]
+    assert ["scheduling_throttlecounter" in sql for sql in direct_calls] == [True, False]
+    assert "INSERT INTO scheduling_job" in direct_calls[1]
 
 
-def test_in_steady_traffic_a_create_and_a_read_are_one_statement_each(api) -> None:
+def test_in_steady_traffic_a_create_is_two_statements_and_a_read_one(api) -> None:
     body = job_body(in_seconds=3600)
     api.post(URL, body, format="json")  # the bucket's count, cached
     with CaptureQueriesContext(connection) as create:
         job_id = api.post(URL, body, format="json").json()["id"]
     with CaptureQueriesContext(connection) as read:
         assert api.get(f"{URL}/{job_id}").status_code == 200
-    assert len(create) == 1, create.captured_queries
-    assert "INSERT INTO scheduling_job" in create[0]["sql"]
-    assert len(read) == 1
-
-
-def test_a_job_due_by_the_database_s_clock_lands_in_its_open_bucket(api) -> None:
-    # This process's clock two hours behind the database's: the job looks an hour
-    # ahead here, but is an hour late by the statement's clock, so its bucket is
-    # closed and the late-write rule applies (the fast write declines; job_schedule).
-    due = db_now() - timedelta(hours=1)
-    behind = timezone.now() - timedelta(hours=2)
-    with mock.patch.object(timezone, "now", return_value=behind):
-        response = api.post(URL, job_body() | {"due_at": iso(due)}, format="json")
-    assert response.status_code == 201
-    job = Job.objects.get(id=response.json()["id"])
-    assert job.bucket == keys.bucket_of(job.created_at, conf.bucket_seconds())
-    assert job.due_at == due
-
-
-def test_the_horizon_is_the_database_s(api) -> None:
-    due = db_now() + conf.max_horizon() + timedelta(days=1)
-    behind = timezone.now() - timedelta(days=2)
-    with mock.patch.object(timezone, "now", return_value=behind):
-        response = api.post(URL, job_body() | {"due_at": iso(due)}, format="json")
-    assert response.status_code == 400
-    assert error_of(response)["fields"].keys() == {"due_at"}
-    assert not Job.objects.exists()
+    assert len(create) == 2, create.captured_queries  # the budget (and clock), the INSERT
+    assert len(read) == 1, read.captured_queries  # the budget and the row
 
 
 def test_each_create_counts_once_and_a_refused_one_writes_nothing(api) -> None:
