@@ -57,7 +57,13 @@ def _place(due_at: datetime, now: datetime) -> datetime:
 def _count_scheduled(jobs: Iterable[Job]) -> None:
     kinds = Counter(job.target_kind for job in jobs)
     for kind, n in kinds.items():
-        JOBS_SCHEDULED.labels(kind).inc(n)
+        child = _scheduled_by_kind.get(kind)
+        if child is None:  # (labels() takes a lock and checks its values each call)
+            child = _scheduled_by_kind[kind] = JOBS_SCHEDULED.labels(kind)
+        child.inc(n)
+
+
+_scheduled_by_kind: dict[str, Any] = {}
 
 
 def _atomic_unless_one_statement(specs: Sequence[JobSpec]) -> AbstractContextManager[object]:
@@ -124,7 +130,10 @@ def _schedule_once(
             # Streamed: each row is sent as it is built, so PostgreSQL files the first
             # rows of the batch while Python builds the rest (the two overlap on two cores).
             jobs_insert(build())
-        transaction.on_commit(lambda: _count_scheduled(created.values()))
+        if connection.in_atomic_block:
+            transaction.on_commit(lambda: _count_scheduled(created.values()))
+        else:  # one statement, committed already
+            _count_scheduled(created.values())
     results: list[tuple[Job, bool]] = []
     for i in range(len(specs)):
         if i in replays:
@@ -199,8 +208,8 @@ def job_schedule(
         flow_control_key=flow_control_key,
     )
     now = now or db_now()
-    job_spec_validate(spec, now=now)
-    return _schedule(team, [spec], now)[0]
+    text = SpecChecker(now).check(spec)  # job_spec_validate, keeping the payload's JSON
+    return _schedule(team, [spec], now, [text])[0]
 
 
 def _pending_job_for_update(team: Team, job_id: uuid.UUID | str) -> Job:
