@@ -94,10 +94,10 @@ def _pq_fetchone(raw: Any, sql: str, params: Sequence[Any]) -> tuple[Any, ...] |
     from psycopg import pq
     from psycopg.adapt import PyFormat, Transformer
 
-    state = _prepared_on.get(raw)
-    if state is None:  # one connection per thread: its state is that thread's
-        state = _prepared_on[raw] = _Session(Transformer(raw), set())
-    transformer, held = state
+    session = _prepared_on.get(raw)
+    if session is None:  # one connection per thread: its state is that thread's
+        session = _prepared_on[raw] = _Session(Transformer(raw), set())
+    transformer, held = session
     values = transformer.dump_sequence(params, [PyFormat.TEXT] * len(params))
     name = _name(sql)
     pgconn = raw.pgconn
@@ -107,8 +107,8 @@ def _pq_fetchone(raw: Any, sql: str, params: Sequence[Any]) -> tuple[Any, ...] |
             held.add(name)
         result = pgconn.exec_prepared(name, values)
         if result.status == pq.ExecStatus.FATAL_ERROR and attempt == 1:
-            state = result.error_field(pq.DiagnosticField.SQLSTATE)
-            if state is not None and state.decode() == _NO_SUCH_STATEMENT:
+            sqlstate = result.error_field(pq.DiagnosticField.SQLSTATE)
+            if sqlstate is not None and sqlstate.decode() == _NO_SUCH_STATEMENT:
                 held.discard(name)  # the session lost it: prepare again, once
                 continue
         break
