@@ -19,8 +19,6 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db import transaction
-
 from polling import flowdraw
 from polling.checkpoints import Front as Front
 from polling.checkpoints import checkpoint_advance as checkpoint_advance
@@ -28,6 +26,7 @@ from polling.checkpoints import frontier as frontier
 from polling.checkpoints import sweep_find as sweep_find
 from polling.checkpoints import sweep_move as sweep_move
 from polling.dispatch.base import ClaimedJob
+from polling.failpoints import failpoint
 from polling.flowdraw import FlowKey, Grant, Hold
 from polling.sqlutil import (
     LEASE_FENCE,
@@ -41,6 +40,8 @@ from polling.sqlutil import (
     to_json,
     to_uuid,
 )
+from polling.stallbound import WindowBusy as WindowBusy
+from polling.stallbound import bounded_atomic
 from polling.writeback import Result as Result
 from polling.writeback import write_back as write_back
 from scheduling.inflight import WINDOW_LOCK_CLASS, ids_text
@@ -240,16 +241,19 @@ def batch_take(
     not mine. Rows in ``skip`` (already in flight) are passed over; the read fetches
     ``fetch`` rows (default ``limit``) so that enough remain. Rows of the keys in
     ``held`` (``sqlutil.held_key`` form) are left out. The bucket and shard are
-    constants: PostgreSQL reads one partition's pending index.
+    constants: PostgreSQL reads one partition's pending index. A lock held past
+    ``stallbound.lock_wait_ms()`` (a stopped poller's window) raises ``WindowBusy``,
+    nothing read; a stop inside the transaction is bounded by ``polling.stallbound``.
     """
     held_sql, held_params = held_filter("j", held)
     sql = TAKE_SQL.format(after=" AND j.due_at >= %s" if after is not None else "", held=held_sql)
     params = [dt(bucket), shard, dt(now)]
     if after is not None:
         params.append(dt(after))
-    with transaction.atomic():
+    with bounded_atomic(lock_wait=True):
         if is_postgres():
             fetch_all(WINDOW_LOCK_SQL, [WINDOW_LOCK_CLASS, shard])
+        failpoint("take_locked")  # fault tests: stop holding the window lock
         rows = rows_typed(fetch_all(sql, [*params, *held_params, fetch or limit]))
         if skip:
             rows = [r for r in rows if r[0] not in skip]

@@ -5,13 +5,16 @@ they start), e.g. ``after_dispatch=exit`` or ``after_dispatch=sleep:5,before_cla
 
 - ``exit``: ``os._exit(137)`` at once, like kill -9: no cleanup, no write-back;
 - ``sleep:N``: stall N seconds (a pause past the lease);
-- ``once-exit``, ``once-sleep:N``: only the first time in this process.
+- ``stop``: SIGSTOP this process, every thread of it, where it stands (the test
+  sends SIGCONT);
+- ``once-exit``, ``once-sleep:N``, ``once-stop``: only the first time in this process.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import time
 
 logger = logging.getLogger(__name__)
@@ -42,3 +45,6 @@ def failpoint(name: str) -> None:
     if action.startswith("sleep:") or (action.startswith("once-sleep:") and name not in _fired):
         _fired.add(name)
         time.sleep(float(action.split(":", 1)[1]))
+    if action == "stop" or (action == "once-stop" and name not in _fired):
+        _fired.add(name)
+        os.kill(os.getpid(), signal.SIGSTOP)

@@ -50,6 +50,15 @@ class HeldKeyReads:
             logger.warning("poller %s: lease of shard %s lost before a read", self.name, lost.shard)
             self.leases.pop(lost.shard, None)  # type: ignore[arg-type]
             return
+        except claims.WindowBusy:
+            metrics.WINDOWS_BUSY.inc()
+            logger.warning(
+                "poller %s: a window lock of key %s is held; read again on a later pass",
+                self.name,
+                key[1],
+            )
+            gate.again(key)
+            return
         if taken:
             self.claimed_last += len(taken)
             self.pipeline.submit(taken, now, shard_read=False)

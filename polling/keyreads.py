@@ -12,12 +12,11 @@ from collections.abc import Container
 from datetime import datetime
 from uuid import UUID
 
-from django.db import transaction
-
 from polling import flowdraw
 from polling.claims import TAKE_COLUMNS, Taken, batch_record, job_of, rows_typed
 from polling.dispatch.base import ClaimedJob
 from polling.sqlutil import dt, fetch_all, is_postgres, placeholders, to_dt
+from polling.stallbound import bounded_atomic
 from scheduling.inflight import WINDOW_LOCK_CLASS
 
 WINDOW_LOCKS_SQL = "SELECT pg_advisory_xact_lock(%s, s) FROM unnest(%s::int[]) AS s ORDER BY s"
@@ -59,7 +58,8 @@ def flow_take(
     shards, through ``flowdraw.admit``, then one batch per shard, fenced like
     ``batch_take`` (LeaseLost names the shard; nothing is recorded then). One
     transaction, which takes the window lock of every shard of ``leases`` first
-    (ascending). ``expired_only``: only jobs past their ``expires_at`` (a paused key).
+    (ascending), each wait bounded as in ``batch_take`` (``WindowBusy``).
+    ``expired_only``: only jobs past their ``expires_at`` (a paused key).
     ``drained`` is set when nothing of the key is left waiting.
     """
     shards = sorted(leases)
@@ -73,7 +73,7 @@ def flow_take(
     if expired_only:
         params.append(dt(now))
     fetch = fetch or limit
-    with transaction.atomic():
+    with bounded_atomic(lock_wait=True):
         if is_postgres():
             fetch_all(WINDOW_LOCKS_SQL, [WINDOW_LOCK_CLASS, shards])
         found = fetch_all(sql, [*params, fetch])

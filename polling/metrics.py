@@ -39,6 +39,10 @@ LEASES_ACQUIRED = Counter("sendlater_lease_acquisitions_total", "Shard leases ac
 LEASES_LOST = Counter(
     "sendlater_lease_losses_total", "Shard leases found lost at renewal or at write-back."
 )
+WINDOWS_BUSY = Counter(
+    "sendlater_window_lock_waits_abandoned_total",
+    "Reads that gave a shard's window lock up after the bounded wait (polling.stallbound).",
+)
 FENCED_REJECTED = Counter(
     "sendlater_fenced_writes_rejected_total",
     "Write-back rows refused by the fence (the lease moved on).",

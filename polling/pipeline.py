@@ -32,8 +32,6 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from django.db import transaction
-
 from polling import claims, metrics
 from polling.attempts import attempts_record
 from polling.cursors import ReadCursors
@@ -43,6 +41,7 @@ from polling.flowdraw import slots_give
 from polling.flowgate import FlowGate
 from polling.renewer import PROGRESS
 from polling.retries import results_build
+from polling.stallbound import bounded_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -275,7 +274,7 @@ class Pipeline:
         self._ready_since = None
         failpoint("after_dispatch")  # fault tests: crash between delivery and write-back
         try:
-            with transaction.atomic():
+            with bounded_atomic():
                 results = results_build(jobs=jobs, outcomes=outcomes, expired=expired, now=now)
                 written = claims.write_back(owner=self.owner, results=results, now=now)
                 attempts_record(results=results, written=written, poller=self.owner, now=now)

@@ -369,6 +369,15 @@ class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
             logger.warning("poller %s: lease of shard %s lost before a read", self.name, shard)
             self.leases.pop(shard, None)
             return 0
+        except claims.WindowBusy:
+            metrics.WINDOWS_BUSY.inc()
+            logger.warning(
+                "poller %s: shard %s: its window lock is held (a stopped poller's?);"
+                " read again on a later pass",
+                self.name,
+                shard,
+            )
+            return 0
         self.pipeline.gate.hold(jobs.holds, now)
         if read.rescan_below is not None:
             self.pipeline.cursors.rescanned(shard, bucket, read, jobs)

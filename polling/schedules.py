@@ -31,8 +31,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
-
 from polling.failpoints import failpoint
 from polling.sqlutil import (
     LEASE_FENCE,
@@ -46,6 +44,7 @@ from polling.sqlutil import (
     uid,
     values_rows,
 )
+from polling.stallbound import bounded_atomic
 from scheduling import conf, keys
 from scheduling.buckets import shard_counts_record
 from scheduling.models import JobStatus, MissedPolicy, Team
@@ -319,7 +318,7 @@ def occurrences_write_fenced(*, owner: str, plans: Sequence[Plan], now: datetime
     """
     width = conf.bucket_seconds()
     opened = keys.bucket_of(now, width)
-    with transaction.atomic():
+    with bounded_atomic():
         moved = _advance(owner, plans, now)
         if not moved:
             return 0

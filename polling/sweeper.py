@@ -10,9 +10,8 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from django.db import transaction
-
 from polling import claims, metrics
+from polling.stallbound import bounded_atomic
 from scheduling import keys
 from scheduling.buckets import shard_counts_record
 
@@ -27,7 +26,7 @@ def sweep_stranded(*, owner: str, now: datetime, width: int) -> int:
     if not stranded:
         return 0
     open_bucket = keys.bucket_of(now, width)
-    with transaction.atomic():
+    with bounded_atomic():
         count = shard_counts_record([open_bucket])[open_bucket]
         moves = [
             (job_id, bucket, shard, epoch, open_bucket, keys.shard_of(job_id, count))

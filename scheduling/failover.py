@@ -15,12 +15,16 @@ import logging
 
 from django.db import InterfaceError, OperationalError, connection
 
+from scheduling.storage.dberrors import sqlstate_of
+
 logger = logging.getLogger(__name__)
 
 READ_ONLY_SQLSTATE = "25006"  # read_only_sql_transaction
 # The server is shutting down or starting up (admin_shutdown, crash_shutdown,
-# cannot_connect_now): the connection is as good as gone.
-GONE_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
+# cannot_connect_now), or ended the session for idling in a transaction
+# (idle_in_transaction_session_timeout, polling.stallbound): the connection is as
+# good as gone.
+GONE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "25P03"})
 
 
 def is_failover_error(exc: BaseException | None) -> bool:
@@ -29,7 +33,7 @@ def is_failover_error(exc: BaseException | None) -> bool:
         return False
     if isinstance(exc, OperationalError | InterfaceError):
         return True
-    sqlstate = getattr(exc.__cause__, "sqlstate", None) or getattr(exc, "sqlstate", None)
+    sqlstate = sqlstate_of(exc)
     return sqlstate == READ_ONLY_SQLSTATE or sqlstate in GONE_SQLSTATES
 
 

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import OperationalError, connection, transaction
 
 from scheduling import conf, keys
+from scheduling.storage.dberrors import is_lock_timeout
 
 PARENT = "scheduling_job"
 DEFAULT = "scheduling_job_default"
@@ -27,7 +28,6 @@ DDL_LOCK_KEY = 0x5E6D_1A7E_0001
 # DEFAULT partition): queued behind a long reader it would block every statement
 # queued behind it, so it gives way and is retried (next tick, or by the command).
 LOCK_TIMEOUT_MS = 500
-LOCK_NOT_AVAILABLE = "55P03"
 _BOUND = re.compile(r"FROM \('([^']+)'\) TO \('([^']+)'\)")
 
 
@@ -113,11 +113,6 @@ class PartitionBusy(Exception):
     """A partition's DDL gave way: a lock it needs was held past ``LOCK_TIMEOUT_MS``."""
 
 
-def _is_lock_timeout(error: BaseException) -> bool:
-    cause = error.__cause__ or error
-    return getattr(cause, "sqlstate", None) == LOCK_NOT_AVAILABLE
-
-
 def partition_create(
     start: datetime, end: datetime, *, lock_timeout_ms: int = LOCK_TIMEOUT_MS
 ) -> tuple[str, int]:
@@ -152,7 +147,7 @@ def partition_create(
             # Inside a caller's transaction SET LOCAL would outlive this block.
             cursor.execute("SELECT set_config('lock_timeout', %s, true)", [previous])
     except OperationalError as error:
-        if _is_lock_timeout(error):
+        if is_lock_timeout(error):
             raise PartitionBusy(f"{name}: a lock was held past {lock_timeout_ms} ms") from error
         raise
     return name, moved

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -19,7 +20,7 @@ from django.db import connection
 from polling.assignment import assignment
 from polling.models import ShardLease
 from scheduling.clock import db_now
-from scheduling.inflight import ids_parse
+from scheduling.inflight import WINDOW_LOCK_CLASS, ids_parse
 from scheduling.models import InFlightBatch, Job
 from scheduling.services import JobSpec, job_schedule_many
 from tests.support.factories import team_create
@@ -37,8 +38,12 @@ def procs(tmp_path):
     """Start runpoller processes; every one still alive is killed at teardown."""
     started: list[subprocess.Popen] = []
 
-    def start(name: str, *args: str, handler_sleep: float = 1.0) -> subprocess.Popen:
+    def start(
+        name: str, *args: str, handler_sleep: float = 1.0, failpoints: str = ""
+    ) -> subprocess.Popen:
+        extra = {"SENDLATER_FAILPOINTS": failpoints} if failpoints else {}
         env = child_env(
+            **extra,
             SENDLATER_LEASE_SECONDS=str(int(LEASE)),
             SENDLATER_POLL_INTERVAL_SECONDS=str(POLL),
             SENDLATER_SWEEP_SECONDS="2",
@@ -170,15 +175,17 @@ def test_kill_9_shards_taken_over_within_lease_nothing_lost(procs, tmp_path) -> 
 
 def test_sigstop_past_lease_fenced_writes_change_nothing(procs, tmp_path) -> None:
     schedule(10, start_in=-1, over=0.5, handler="slow_record")
-    a = procs("a", "--once", "--batch-size", "5", "--concurrency", "5", handler_sleep=2.0)
-    batches = wait_for(
-        lambda: list(
+    a = procs("a", "--once", "--batch-size", "5", "--concurrency", "10", handler_sleep=2.0)
+
+    def a_read_all() -> list:
+        found = list(
             InFlightBatch.objects.filter(owner="a").values_list("job_ids", "shard", "epoch")
-        ),
-        30,
-        "a's first read",
-        step=0.02,
-    )
+        )
+        return found if sum(len(ids_parse(text)) for text, _, _ in found) == 10 else []
+
+    # All ten read (each batch's transaction committed): a is stopped while its
+    # deliveries are under way, not inside a read (the next test stops it there).
+    batches = wait_for(a_read_all, 30, "a's reads", step=0.02)
     a.send_signal(signal.SIGSTOP)
     try:
         ids = [i for text, _, _ in batches for i in ids_parse(text)]
@@ -203,6 +210,49 @@ def test_sigstop_past_lease_fenced_writes_change_nothing(procs, tmp_path) -> Non
     assert "fenced out" in (tmp_path / "a.stderr").read_text()
     wait_for(lambda: Job.objects.filter(status="delivered").count() == 10, 30, "all delivered")
     assert not InFlightBatch.objects.filter(owner="a").exists()  # b forgot them
+    stop_all([b])
+
+
+def process_stopped(proc: subprocess.Popen) -> bool:
+    """The process is stopped (state ``T`` in /proc)."""
+    stat = Path(f"/proc/{proc.pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] == "T"
+
+
+def test_poller_stopped_inside_a_read_holds_no_one_up(procs, tmp_path) -> None:
+    """A poller stopped while it holds a shard's window lock (inside ``batch_take``'s
+    transaction): PostgreSQL ends its session after a lease idle in the transaction
+    (``polling.stallbound``), so the next owner reads and delivers that shard's jobs
+    while the stopped process is still stopped; waking, the stopped poller writes
+    nothing (its connection is gone) and exits cleanly."""
+    schedule(10, start_in=-1, over=0.5)
+    a = procs("a", "--once", "--batch-size", "5", failpoints="take_locked=once-stop")
+    wait_for(lambda: process_stopped(a), 30, "a to stop itself inside its first read")
+    stopped_at = time.monotonic()
+    try:
+        held = sql(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s"
+            " AND mode = 'ExclusiveLock' AND granted",
+            [WINDOW_LOCK_CLASS],
+        )
+        assert held == [(1,)]  # a holds one shard's window
+        b = procs("b", "--batch-size", "5")
+        wait_for(
+            lambda: Job.objects.filter(status="delivered").count() == 10,
+            LEASE * 2 + 20,
+            "b to deliver every job while a is stopped",
+        )
+        took = time.monotonic() - stopped_at
+        # a's leases expire, b takes them over, a's session ends after a lease idle in
+        # its transaction; the slack covers b's start (Django set-up) on a busy machine.
+        assert took < LEASE * 2 + 15, f"delivered {took:.1f}s after a stopped"
+        assert process_stopped(a)
+    finally:
+        a.send_signal(signal.SIGCONT)
+    assert a.wait(timeout=30) == 0
+    assert_all_delivered_never_early(10)
+    assert Job.objects.exclude(attempts=1).count() == 0
+    assert len(deliveries(tmp_path)) == 10  # a delivered nothing: it was stopped before
     stop_all([b])
 
 

@@ -1,0 +1,139 @@
+"""A poller's transactions are bounded (polling/stallbound.py), on PostgreSQL.
+
+Outside a test transaction: the bounds are set by the outermost transaction only,
+as in a poller. The multi-process case (a poller stopped inside a read, another
+taking over) is ``tests/e2e/test_pollers_multiprocess.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import psycopg
+import pytest
+from django.db import DatabaseError, connection, transaction
+from django.test import override_settings
+
+from polling import claims, stallbound
+from polling.models import ShardLease
+from polling.services import shard_rows_ensure
+from polling.sqlutil import fetch_all
+from scheduling import keys
+from scheduling.inflight import WINDOW_LOCK_CLASS
+from scheduling.models import InFlightBatch
+from scheduling.services import job_schedule_many
+from tests.support import procs
+from tests.support.factories import job_spec, team_create
+from tests.support.pollers import future_base
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        connection.vendor != "postgresql",
+        reason="idle_in_transaction_session_timeout and lock_timeout: PostgreSQL",
+    ),
+]
+
+SETTINGS_SQL = (
+    "SELECT current_setting('idle_in_transaction_session_timeout'), current_setting('lock_timeout')"
+)
+
+
+def settings_now() -> tuple[str, str]:
+    ((idle, lock),) = fetch_all(SETTINGS_SQL, [])
+    return idle, lock
+
+
+@override_settings(SENDLATER_LEASE_SECONDS=3)
+def test_the_bounds_hold_inside_the_outermost_transaction_and_go_with_it() -> None:
+    assert stallbound.lock_wait_ms() == 750  # a quarter lease, under LOCK_WAIT_MS
+    with stallbound.bounded_atomic(lock_wait=True):
+        assert settings_now() == ("3s", "750ms")
+    with stallbound.bounded_atomic():
+        assert settings_now() == ("3s", "0")
+    assert settings_now() == ("0", "0")
+    # inside a caller's transaction: left alone
+    with transaction.atomic(), stallbound.bounded_atomic(lock_wait=True):
+        assert settings_now() == ("0", "0")
+
+
+@override_settings(SENDLATER_LEASE_SECONDS=60)
+def test_lock_wait_is_capped() -> None:
+    assert stallbound.lock_wait_ms() == stallbound.LOCK_WAIT_MS
+
+
+@pytest.fixture
+def leased_shard():
+    """Jobs due in a shard that "a" leases: ``(shard, epoch, bucket, now, due there)``."""
+    shard_rows_ensure(shard_count=64)
+    base = future_base()
+    team = team_create(slug="stall")
+    specs = [job_spec(due_at=base + timedelta(seconds=5, milliseconds=i)) for i in range(5)]
+    jobs = [job for job, _ in job_schedule_many(team=team, specs=specs, now=base)]
+    shard = jobs[0].shard
+    due = sum(1 for job in jobs if job.shard == shard)
+    epoch = claims.lease_acquire(
+        owner="a", shards=[shard], now=base, until=base + timedelta(seconds=15)
+    )[shard]
+    return shard, epoch, keys.bucket_of(base, 60), base + timedelta(seconds=10), due
+
+
+@override_settings(SENDLATER_LEASE_SECONDS=2)
+def test_a_read_gives_a_held_window_up_and_reads_it_once_free(leased_shard) -> None:
+    shard, epoch, bucket, now, due = leased_shard
+
+    def take():
+        return claims.batch_take(
+            owner="a", epoch=epoch, bucket=bucket, shard=shard, now=now, limit=50
+        )
+
+    with psycopg.connect(procs.test_database_url()) as other:  # a stopped poller's window
+        other.execute("SELECT pg_advisory_xact_lock(%s, %s)", [WINDOW_LOCK_CLASS, shard])
+        started = time.monotonic()
+        with pytest.raises(claims.WindowBusy):
+            take()
+        waited = time.monotonic() - started
+        assert 0.4 <= waited < 3  # the bounded wait (500 ms), not the holder's time
+        assert not InFlightBatch.objects.exists()  # nothing recorded
+        with pytest.raises(claims.WindowBusy):  # the key reads give way the same
+            claims.flow_take(
+                owner="a",
+                leases={shard: epoch},
+                team_id=1,
+                key="k",
+                after_bucket=bucket - timedelta(seconds=60),
+                open_bucket=bucket,
+                now=now,
+                limit=10,
+            )
+        other.rollback()
+    assert settings_now() == ("0", "0")  # rolled back with the transaction
+    assert len(take()) == due
+
+
+@override_settings(SENDLATER_LEASE_SECONDS=1)
+def test_a_transaction_left_idle_for_a_lease_is_ended_and_its_locks_let_go() -> None:
+    shard_rows_ensure(shard_count=64)
+    with pytest.raises(DatabaseError), stallbound.bounded_atomic():
+        fetch_all("SELECT pg_advisory_xact_lock(%s, %s)", [WINDOW_LOCK_CLASS, 7])
+        fetch_all("UPDATE polling_shardlease SET owner = 'stalled' WHERE shard = 7", [])
+        # Stopped here past the lease: PostgreSQL ends the session while this
+        # process still sleeps, so another session gets the lock and the row.
+        with psycopg.connect(procs.test_database_url()) as other:
+            deadline = time.monotonic() + 10
+            while True:
+                free = other.execute(
+                    "SELECT pg_try_advisory_xact_lock(%s, %s)", [WINDOW_LOCK_CLASS, 7]
+                ).fetchone()[0]
+                other.rollback()
+                if free or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            assert free
+            other.execute("SET lock_timeout = '2s'")
+            other.execute("UPDATE polling_shardlease SET owner = NULL WHERE shard = 7")
+            other.commit()
+        fetch_all("SELECT 1", [])  # waking: the connection is gone
+    assert fetch_all("SELECT 1", []) == [(1,)]  # the next statement connects again
+    assert ShardLease.objects.get(shard=7).owner is None  # the stalled write never landed
