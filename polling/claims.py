@@ -40,8 +40,8 @@ from polling.sqlutil import (
     to_json,
     to_uuid,
 )
+from polling.stallbound import LOCK_BOUND_CTE, bounded_atomic, lock_wait_param
 from polling.stallbound import WindowBusy as WindowBusy
-from polling.stallbound import bounded_atomic
 from polling.writeback import Result as Result
 from polling.writeback import write_back as write_back
 from scheduling.inflight import WINDOW_LOCK_CLASS, ids_text
@@ -170,6 +170,7 @@ def inflight_forget(batches: Iterable[int]) -> int:
 
 
 WINDOW_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s, %s)"
+WINDOW_LOCK_BOUNDED_SQL = LOCK_BOUND_CTE + "SELECT pg_advisory_xact_lock(%s, %s) FROM bound"
 
 TAKE_COLUMNS = """id, team_id, due_at, attempts + 1, target_kind, target, payload, metadata,
     expires_at, schedule_id, scheduled_for, flow_control_key"""
@@ -250,8 +251,10 @@ def batch_take(
     params = [dt(bucket), shard, dt(now)]
     if after is not None:
         params.append(dt(after))
-    with bounded_atomic(lock_wait=True):
-        if is_postgres():
+    with bounded_atomic(lock_wait=True) as bounded:
+        if bounded:
+            fetch_all(WINDOW_LOCK_BOUNDED_SQL, [lock_wait_param(), WINDOW_LOCK_CLASS, shard])
+        elif is_postgres():
             fetch_all(WINDOW_LOCK_SQL, [WINDOW_LOCK_CLASS, shard])
         failpoint("take_locked")  # fault tests: stop holding the window lock
         rows = rows_typed(fetch_all(sql, [*params, *held_params, fetch or limit]))

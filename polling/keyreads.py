@@ -16,10 +16,13 @@ from polling import flowdraw
 from polling.claims import TAKE_COLUMNS, Taken, batch_record, job_of, rows_typed
 from polling.dispatch.base import ClaimedJob
 from polling.sqlutil import dt, fetch_all, is_postgres, placeholders, to_dt
-from polling.stallbound import bounded_atomic
+from polling.stallbound import LOCK_BOUND_CTE, bounded_atomic, lock_wait_param
 from scheduling.inflight import WINDOW_LOCK_CLASS
 
 WINDOW_LOCKS_SQL = "SELECT pg_advisory_xact_lock(%s, s) FROM unnest(%s::int[]) AS s ORDER BY s"
+WINDOW_LOCKS_BOUNDED_SQL = LOCK_BOUND_CTE + (
+    "SELECT pg_advisory_xact_lock(%s, s) FROM bound, unnest(%s::int[]) AS s ORDER BY s"
+)
 
 # One flow-control key's due jobs on the reader's shards, in due order, across the
 # buckets its shards have not drained (constants: pruned to those partitions).
@@ -73,8 +76,10 @@ def flow_take(
     if expired_only:
         params.append(dt(now))
     fetch = fetch or limit
-    with bounded_atomic(lock_wait=True):
-        if is_postgres():
+    with bounded_atomic(lock_wait=True) as bounded:
+        if bounded:
+            fetch_all(WINDOW_LOCKS_BOUNDED_SQL, [lock_wait_param(), WINDOW_LOCK_CLASS, shards])
+        elif is_postgres():
             fetch_all(WINDOW_LOCKS_SQL, [WINDOW_LOCK_CLASS, shards])
         found = fetch_all(sql, [*params, fetch])
         rows = rows_typed([r[:12] for r in found])

@@ -7,6 +7,7 @@ taking over) is ``tests/e2e/test_pollers_multiprocess.py``.
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import timedelta
 
@@ -45,17 +46,46 @@ def settings_now() -> tuple[str, str]:
     return idle, lock
 
 
+@pytest.fixture
+def session_bound():
+    """Call it to bound this thread's connections as a ``runpoller`` does; undone after."""
+    yield stallbound.session_bound_install
+    stallbound.session_bound_remove()
+
+
 @override_settings(SENDLATER_LEASE_SECONDS=3)
-def test_the_bounds_hold_inside_the_outermost_transaction_and_go_with_it() -> None:
+def test_a_poller_thread_s_connections_carry_the_idle_bound(session_bound) -> None:
+    session_bound()
+    assert settings_now() == ("3s", "0")
+    connection.close()
+    assert settings_now() == ("3s", "0")  # a new connection of the thread too
+    other: list[tuple[str, str]] = []
+    thread = threading.Thread(target=lambda: (other.append(settings_now()), connection.close()))
+    thread.start()
+    thread.join()
+    assert other == [("0", "0")]  # another thread's (a task handler's): unbounded
+
+
+@override_settings(SENDLATER_LEASE_SECONDS=3)
+def test_the_lock_bound_holds_inside_the_outermost_transaction_and_goes_with_it() -> None:
     assert stallbound.lock_wait_ms() == 750  # a quarter lease, under LOCK_WAIT_MS
-    with stallbound.bounded_atomic(lock_wait=True):
-        assert settings_now() == ("3s", "750ms")
+    with stallbound.bounded_atomic(lock_wait=True) as bounded:
+        assert bounded
+        fetch_all(claims.WINDOW_LOCK_BOUNDED_SQL, [stallbound.lock_wait_param(), 1, 2])
+        assert settings_now() == ("0", "750ms")
+    assert settings_now() == ("0", "0")
+    # inside a caller's transaction: left alone
+    with transaction.atomic(), stallbound.bounded_atomic(lock_wait=True) as bounded:
+        assert not bounded
+
+
+@override_settings(SENDLATER_LEASE_SECONDS=3, SENDLATER_PGBOUNCER=True)
+def test_behind_pgbouncer_each_transaction_sets_the_idle_bound_for_itself(session_bound) -> None:
+    session_bound()
+    assert settings_now() == ("0", "0")  # no session setting through a pooler
     with stallbound.bounded_atomic():
         assert settings_now() == ("3s", "0")
     assert settings_now() == ("0", "0")
-    # inside a caller's transaction: left alone
-    with transaction.atomic(), stallbound.bounded_atomic(lock_wait=True):
-        assert settings_now() == ("0", "0")
 
 
 @override_settings(SENDLATER_LEASE_SECONDS=60)
@@ -113,7 +143,10 @@ def test_a_read_gives_a_held_window_up_and_reads_it_once_free(leased_shard) -> N
 
 
 @override_settings(SENDLATER_LEASE_SECONDS=1)
-def test_a_transaction_left_idle_for_a_lease_is_ended_and_its_locks_let_go() -> None:
+def test_a_transaction_left_idle_for_a_lease_is_ended_and_its_locks_let_go(
+    session_bound,
+) -> None:
+    session_bound()
     shard_rows_ensure(shard_count=64)
     with pytest.raises(DatabaseError), stallbound.bounded_atomic():
         fetch_all("SELECT pg_advisory_xact_lock(%s, %s)", [WINDOW_LOCK_CLASS, 7])

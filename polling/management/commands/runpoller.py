@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, connection
 from prometheus_client import start_http_server
 
-from polling import conf
+from polling import conf, stallbound
 from polling.dispatch.router import Router, sinks_build
 from polling.logcontext import ProcessContext
 from polling.poller import Poller
@@ -88,6 +88,7 @@ class Command(BaseCommand):
         # Every log line of this process names its poller (a field in JSON logs).
         for handler in logging.getLogger().handlers:
             handler.addFilter(ProcessContext(poller=name))
+        stallbound.session_bound_install()  # before the first statement of this process
         _database_reachable()
         self.check()
         port = options["metrics_port"]
