@@ -170,3 +170,36 @@ def test_a_transaction_left_idle_for_a_lease_is_ended_and_its_locks_let_go(
         fetch_all("SELECT 1", [])  # waking: the connection is gone
     assert fetch_all("SELECT 1", []) == [(1,)]  # the next statement connects again
     assert ShardLease.objects.get(shard=7).owner is None  # the stalled write never landed
+
+
+@override_settings(SENDLATER_LEASE_SECONDS=2)
+def test_the_loop_passes_a_held_window_by_and_reads_it_on_a_later_pass() -> None:
+    """A poller whose read of one shard gives way goes on with the other shards in
+    the same pass and reads the held one once the lock is free."""
+    from polling import metrics
+    from scheduling.models import Job
+    from tests.support.pollers import RecordingSink, poller_build
+
+    base = future_base()
+    sink = RecordingSink()
+    poller = poller_build(sink=sink)
+    poller.iterate(now=base)  # leases and checkpoints at ``base``
+    team = team_create(slug="stall-loop")
+    specs = [job_spec(due_at=base + timedelta(seconds=5, milliseconds=i)) for i in range(20)]
+    jobs = [job for job, _ in job_schedule_many(team=team, specs=specs, now=base)]
+    held = jobs[0].shard
+    others = [job for job in jobs if job.shard != held]
+    busy_before = metrics.WINDOWS_BUSY._value.get()
+    now = base + timedelta(seconds=10)
+    with psycopg.connect(procs.test_database_url()) as other:
+        other.execute("SELECT pg_advisory_xact_lock(%s, %s)", [WINDOW_LOCK_CLASS, held])
+        for _ in range(5):
+            poller.iterate(now=now)
+        assert metrics.WINDOWS_BUSY._value.get() > busy_before
+        assert {job.id for job in sink.seen} == {job.id for job in others}
+        other.rollback()
+    for _ in range(5):
+        poller.iterate(now=now)
+    assert {job.id for job in sink.seen} == {job.id for job in jobs}
+    assert Job.objects.filter(status="delivered").count() == len(jobs)
+    poller.shutdown()
