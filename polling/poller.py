@@ -13,13 +13,10 @@ from __future__ import annotations
 
 import logging
 import random
-import sys
 import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
-
-from django.db import connection
 
 from polling import claims, conf, flowdraw, metrics, services
 from polling.dbtime import DB_TIME, DatabaseTime
@@ -36,7 +33,7 @@ from polling.upkeep import StorageUpkeep
 from scheduling import conf as scheduling_conf
 from scheduling import keys
 from scheduling.clock import db_now, is_closed
-from scheduling.failover import connection_discard, is_failover_error
+from scheduling.failover import connection_reset_if_broken
 from scheduling.keys import EPOCH
 
 logger = logging.getLogger(__name__)
@@ -224,7 +221,7 @@ class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
         self._failures += 1
         metrics.POLLER_ERRORS.inc()
         logger.exception("poller %s: %s failed; dropping leases", self.name, what)
-        _reset_broken_connection()
+        connection_reset_if_broken()
         self._drop_all_leases()
 
     def shutdown(self) -> None:
@@ -394,15 +391,3 @@ class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
             extra={"shard": shard, "bucket": bucket.isoformat(), "batch_size": len(jobs)},
         )
         return len(jobs)
-
-
-def _reset_broken_connection() -> None:
-    """Close the connection if it is broken or read-only (a failover, docs/ha.md), so
-    the next query reconnects, to the new primary if there is one."""
-    try:
-        if connection.connection is None or connection.in_atomic_block:
-            return
-        if is_failover_error(sys.exc_info()[1]) or not connection.is_usable():
-            connection_discard()
-    except Exception:
-        logger.exception("could not reset the database connection")

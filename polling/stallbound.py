@@ -11,7 +11,7 @@ and a cancel of one of those jobs would wait as long. Two bounds:
   PostgreSQL ends the session of a poller idle inside a transaction for a whole
   lease, which lets its locks go. By then its leases have expired and the fence
   refuses its writes anyway; on waking it reconnects
-  (``polling.poller._reset_broken_connection``), as after ``pg_terminate_backend``.
+  (``scheduling.failover.connection_reset_if_broken``), as after ``pg_terminate_backend``.
   Set once per connection of a ``runpoller``'s loop thread, which runs every poller
   transaction (``session_bound_install``; a Django task's handler thread keeps its
   own transactions unbounded); behind

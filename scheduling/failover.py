@@ -12,6 +12,7 @@ pooled or not, so that the next statement connects again and the multi-host
 from __future__ import annotations
 
 import logging
+import sys
 
 from django.db import InterfaceError, OperationalError, connection
 
@@ -58,3 +59,16 @@ def connection_discard() -> None:
     except Exception:
         logger.debug("returning a closed connection failed", exc_info=True)
         connection.connection = None
+
+
+def connection_reset_if_broken() -> None:
+    """In an ``except`` block: close the connection if it is broken or read-only (a
+    failover, docs/ha.md; a session PostgreSQL ended), so the next query reconnects,
+    to the new primary if there is one."""
+    try:
+        if connection.connection is None or connection.in_atomic_block:
+            return
+        if is_failover_error(sys.exc_info()[1]) or not connection.is_usable():
+            connection_discard()
+    except Exception:
+        logger.exception("could not reset the database connection")
