@@ -11,13 +11,13 @@ and a cancel of one of those jobs would wait as long. Two bounds:
   PostgreSQL ends the session of a poller idle inside a transaction for a whole
   lease, which lets its locks go. By then its leases have expired and the fence
   refuses its writes anyway; on waking it reconnects
-  (``scheduling.failover.connection_reset_if_broken``), as after ``pg_terminate_backend``.
-  Set once per connection of a ``runpoller``'s loop thread, which runs every poller
-  transaction (``session_bound_install``; a Django task's handler thread keeps its
-  own transactions unbounded); behind
-  pgbouncer's transaction pooling (``SENDLATER_PGBOUNCER``), where a session setting
-  would land on whichever server connection ran it, each poller transaction sets it
-  for itself instead (one statement more).
+  (``scheduling.failover.connection_reset_if_broken``), as after
+  ``pg_terminate_backend``. Set once per connection of a ``runpoller``'s loop thread,
+  which runs every poller transaction (``session_bound_install``; a Django task's
+  handler thread keeps its own transactions unbounded). Behind pgbouncer's
+  transaction pooling (``SENDLATER_PGBOUNCER``), where a session setting would land
+  on whichever server connection ran it, each poller transaction sets it for itself
+  instead (one statement more).
 - ``lock_timeout`` = ``lock_wait_ms()`` on the reads that take window locks, set in
   their lock statement itself (``LOCK_BOUND_CTE``, transaction-local): a reader gives
   a window up after that wait (``WindowBusy``) and goes on with its other shards and
