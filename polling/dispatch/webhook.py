@@ -76,6 +76,8 @@ def request_body(job: ClaimedJob) -> bytes:
     if job.schedule_id is not None:  # an occurrence of a recurring schedule
         body["schedule_id"] = str(job.schedule_id)
         body["scheduled_for"] = iso_utc(job.scheduled_for) if job.scheduled_for else None
+    if job.flow_key is not None:  # a job under flow control (docs/delivery.md)
+        body["flow_control_key"] = job.flow_key
     try:
         return orjson.dumps(body)
     except TypeError:  # an integer beyond 64 bits, which orjson refuses: exact all the same

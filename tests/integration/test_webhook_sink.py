@@ -68,6 +68,21 @@ def test_signed_delivery_verifies_with_standardwebhooks(allow_loopback) -> None:
         Webhook(OLD_SECRET).verify(request.body, request.headers)
 
 
+def test_a_flow_controlled_job_names_its_key_in_the_signed_body(allow_loopback) -> None:
+    with running_receiver() as rx:
+        sink = make_sink()
+        job = claimed(rx.url("/ok"))
+        job.flow_key = "tenant-42"
+        plain = claimed(rx.url("/ok"))
+        sink.deliver([job, plain])
+        sink.close()
+    bodies = {
+        r.headers["webhook-id"]: Webhook(SECRET).verify(r.body, r.headers) for r in rx.requests
+    }
+    assert bodies[str(job.id)]["flow_control_key"] == "tenant-42"
+    assert "flow_control_key" not in bodies[str(plain.id)]
+
+
 def test_rotation_sends_both_signatures(allow_loopback) -> None:
     with running_receiver() as rx:
         sink = make_sink(lambda ids: {i: [SECRET, OLD_SECRET] for i in ids})
