@@ -120,6 +120,11 @@ def shard_counts_record(buckets: Iterable[datetime]) -> dict[datetime, int]:
     return counts
 
 
+def shard_count_cached(bucket: datetime) -> int | None:
+    """The recorded shard count of ``bucket`` if this process has it; no query."""
+    return _committed_counts.get(bucket)
+
+
 def shard_count_of(bucket: datetime) -> int | None:
     """Return the recorded shard count of ``bucket``, or None if nothing was written."""
     if bucket in _committed_counts:

@@ -15,13 +15,14 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 
 from scheduling import conf, keys
-from scheduling.buckets import shard_counts_record
+from scheduling.buckets import shard_count_cached, shard_counts_record
 from scheduling.clock import db_now, open_bucket
 
 # Re-exported: callers have always imported the cutover services from here.
@@ -39,7 +40,7 @@ from scheduling.specs import JobSpec as JobSpec
 from scheduling.specs import SpecChecker, validate_due_at, validate_payload
 from scheduling.specs import job_spec_validate as job_spec_validate
 from scheduling.storage.gcpause import gc_paused
-from scheduling.storage.jobinsert import JobBuilder, jobs_insert, new_job_ids
+from scheduling.storage.jobinsert import JobBuilder, insert_one_guarded, jobs_insert, new_job_ids
 from scheduling.storage.jobrows import job_for_update, job_save_in_partition
 
 
@@ -64,6 +65,39 @@ def _count_scheduled(jobs: Iterable[Job]) -> None:
 
 
 _scheduled_by_kind: dict[str, Any] = {}
+
+
+def _job_new(
+    builder: JobBuilder,
+    spec: JobSpec,
+    job_id: uuid.UUID,
+    due: datetime,
+    place: datetime,
+    counts: dict[datetime, int],
+    text: str | None,
+) -> Job:
+    """The new Job for ``spec``: its id, effective due time, bucket (``place``), shard
+    by the bucket's count, and the payload's JSON ``text`` when checked already."""
+    job = builder.build(
+        {
+            "id": job_id,
+            "due_at": due,
+            "bucket": place,
+            "shard": keys.shard_of(job_id, counts[place]),
+            "target_kind": spec.target_kind,
+            "target": spec.target,
+            "payload": spec.payload,
+            "metadata": spec.metadata,
+            "idempotency_key": spec.idempotency_key,
+            "request_fingerprint": spec.fingerprint() if spec.idempotency_key else "",
+            "window_seconds": spec.window_seconds,
+            "flow_control_key": spec.flow_control_key,
+            "_payload_json": text,
+        }
+    )
+    if spec.expires_after_seconds is not None:
+        job.expires_at = spec.due_at + timedelta(seconds=spec.expires_after_seconds)
+    return job
 
 
 def _atomic_unless_one_statement(specs: Sequence[JobSpec]) -> AbstractContextManager[object]:
@@ -100,26 +134,8 @@ def _schedule_once(
 
         def build() -> Iterator[Job]:
             for i, job_id, due, place in zip(fresh, ids, dues, places, strict=True):
-                spec = specs[i]
-                job = created[i] = builder.build(
-                    {
-                        "id": job_id,
-                        "due_at": due,
-                        "bucket": place,
-                        "shard": keys.shard_of(job_id, counts[place]),
-                        "target_kind": spec.target_kind,
-                        "target": spec.target,
-                        "payload": spec.payload,
-                        "metadata": spec.metadata,
-                        "idempotency_key": spec.idempotency_key,
-                        "request_fingerprint": spec.fingerprint() if spec.idempotency_key else "",
-                        "window_seconds": spec.window_seconds,
-                        "flow_control_key": spec.flow_control_key,
-                        "_payload_json": texts[i] if texts is not None else None,
-                    }
-                )
-                if spec.expires_after_seconds is not None:
-                    job.expires_at = spec.due_at + timedelta(seconds=spec.expires_after_seconds)
+                text = texts[i] if texts is not None else None
+                job = created[i] = _job_new(builder, specs[i], job_id, due, place, counts, text)
                 yield job
 
         if any(specs[i].idempotency_key is not None for i in fresh):
@@ -210,6 +226,73 @@ def job_schedule(
     now = now or db_now()
     text = SpecChecker(now).check(spec)  # job_spec_validate, keeping the payload's JSON
     return _schedule(team, [spec], now, [text])[0]
+
+
+@dataclass(frozen=True)
+class JobWrite:
+    """One new job and the guarded INSERT that writes it (``job_write_one``)."""
+
+    job: Job
+    sql: str
+    params: list[object]
+
+
+def job_write_one(
+    *,
+    team: Team,
+    spec: JobSpec,
+    now: datetime,
+    guard_sql: str = "TRUE",
+    guard_params: Sequence[object] = (),
+) -> JobWrite | None:
+    """``job_schedule`` of one job without an idempotency key, as one INSERT to send
+    without asking the database's clock first (PostgreSQL): the caller sends it in
+    the same round trip as a statement before it (scheduling/api/fastpath.py).
+
+    ``now`` is this process's clock. The bucket is chosen and the spec checked with
+    it; the INSERT takes its write times from the database's clock and writes only if
+    by that clock the bucket is the late-write rule's and the due time within the
+    horizon, and ``guard_sql`` holds; else it writes nothing (``job_schedule`` then
+    decides by the database's clock). None where it cannot be sent: the spec does not
+    pass with ``now`` (``job_schedule`` answers it by the database's clock), or the
+    bucket's shard count is not known to this process yet (its first write records
+    it). Once written, ``job_written`` completes the Job.
+    """
+    if spec.idempotency_key is not None:
+        return None
+    try:
+        text = SpecChecker(now).check(spec)
+    except SchedulingError:
+        return None
+    width = conf.bucket_seconds()
+    (job_id,) = new_job_ids(1)
+    due = _effective_due(job_id, spec.due_at, spec.window_seconds)
+    bucket_due = keys.bucket_of(due, width)
+    place = max(bucket_due, open_bucket(now))
+    count = shard_count_cached(place)
+    if count is None:
+        return None
+    builder = JobBuilder(
+        team=team, status=JobStatus.PENDING, created_at=now, updated_at=now, expires_at=None
+    )
+    job = _job_new(builder, spec, job_id, due, place, {place: count}, text)
+    sql, params = insert_one_guarded(
+        job,
+        bucket_due=bucket_due,
+        width_seconds=width,
+        horizon=conf.max_horizon(),
+        guard_sql=guard_sql,
+        guard_params=guard_params,
+    )
+    return JobWrite(job, sql, params)
+
+
+def job_written(write: JobWrite, created_at: datetime) -> Job:
+    """The Job of a ``job_write_one`` INSERT that wrote it at ``created_at``."""
+    job = write.job
+    job.created_at = job.updated_at = created_at.astimezone(UTC)
+    _count_scheduled((job,))
+    return job
 
 
 def _pending_job_for_update(team: Team, job_id: uuid.UUID | str) -> Job:

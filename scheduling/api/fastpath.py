@@ -8,9 +8,11 @@ TemplateResponse: ~0.5 ms of Python per call, more than the database work
 directly with the same steps in the same order and the same functions underneath:
 the key check (``teams.api_key_check``, with its per-process cache), the team's
 budget (``throttling``; a read on PostgreSQL counts it in the statement that reads
-the job, ``ratelimit.count_request_and_read_job``), the body parsed by the API's parser function
-and checked by the bulk endpoint's plain validator, the same service or selector,
-``job_body`` rendered by DRF's own JSON renderer, the same headers.
+the job, ``ratelimit.count_request_and_read_job``, and a create sends its count and
+its INSERT in one round trip, ``_create_in_one_trip``), the body parsed by the API's
+parser function and checked by the bulk endpoint's plain validator, the same
+service or selector, ``job_body`` rendered by DRF's own JSON renderer, the same
+headers.
 
 Everything else goes to DRF, so its answers stay DRF's:
 
@@ -30,14 +32,17 @@ body bytes, errors included.
 from __future__ import annotations
 
 import functools
+import logging
 import uuid
 from collections.abc import Callable
+from datetime import UTC
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.urls import get_script_prefix, reverse
+from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
@@ -47,10 +52,13 @@ from scheduling.api.auth import TeamPrincipal
 from scheduling.api.bulkplain import job_create_plain
 from scheduling.api.parsers import json_loads
 from scheduling.api.serializers import job_body, job_spec_from, target_field
-from scheduling.api.throttling import Spent, budget_of, budget_spend
-from scheduling.models import Team
+from scheduling.api.throttling import Budget, Spent, budget_of, budget_spend
+from scheduling.models import Job, Team
 from scheduling.specs import JobSpec
+from scheduling.storage.prepared import prepared_pipeline
 from scheduling.teams import api_key_check
+
+logger = logging.getLogger(__name__)
 
 REPLAY_HEADER = "Idempotent-Replayed"
 # Accept values DRF answers with its JSON renderer and no media-type parameters
@@ -198,18 +206,80 @@ def job_read(
 def job_create(view: APIView, request: HttpRequest, team: Team) -> HttpResponse | None:
     """``POST /api/v1/jobs`` (``JobListCreateView.post``) for a plainly valid body.
 
-    The request is counted first, as DRF's throttle does, in a statement of its own:
-    counting it in the statement that writes the job would hold the team's counter
-    row locked until that write's commit (its WAL flush, and the standby's answer
-    under synchronous replication), one create of a team at a time.
+    On PostgreSQL with the database's budget, the request's count and the job's
+    INSERT go in one round trip (``_create_in_one_trip``). Else the request is counted
+    first, as DRF's throttle does, then the job written. Either way the count is a
+    transaction of its own: counting in the job's transaction would hold the team's
+    counter row locked until that write's commit (its WAL flush, and the standby's
+    answer under synchronous replication), one create of a team at a time.
     """
-    verdict = budget_spend(view.throttle_scope, team.pk)  # type: ignore[attr-defined]
+    scope = view.throttle_scope  # type: ignore[attr-defined]
+    spec = _plain_spec(request)
+    if spec is not None and ratelimit.counted_reads():
+        budget = budget_of(scope, team.pk)
+        if budget is not None:
+            response = _create_in_one_trip(view, request, team, budget, spec)
+            if response is not _NOT_SENT:
+                return response
+    verdict = budget_spend(scope, team.pk)
     if not spent(request, verdict):
         return TO_DRF
-    spec = _plain_spec(request)
     if spec is None:
         return TO_DRF  # the serializer says what is wrong
     job, created = services.job_schedule(team=team, now=verdict.now, **vars(spec))
+    return _created(view, job, created)
+
+
+_NOT_SENT: Any = object()
+
+
+def _create_in_one_trip(
+    view: APIView, request: HttpRequest, team: Team, budget: Budget, spec: JobSpec
+) -> HttpResponse | None:
+    """The count and a guarded INSERT (``services.job_write_one``, guarded by the budget:
+    ``ratelimit.within_budget``) in one round trip, each its own transaction; the
+    response, None for DRF (over budget), or ``_NOT_SENT`` where nothing was sent.
+
+    The INSERT writes nothing where a guard did not hold: over budget (the answer is
+    429 as ever), others' requests spending the rest of the budget between the two
+    statements, or this process's clock and the database's choosing different buckets
+    or disagreeing on the horizon's edge. An allowed request whose INSERT did not
+    write is then written by ``job_schedule`` with the count's clock, as on the other
+    path. A count that failed while the INSERT wrote (its guard read the counter
+    without this request) is answered with the job: it exists.
+    """
+    guard_sql, guard_params = ratelimit.within_budget(
+        budget.key, budget.window_end, budget.num_requests
+    )
+    write = services.job_write_one(
+        team=team, spec=spec, now=timezone.now(), guard_sql=guard_sql, guard_params=guard_params
+    )
+    if write is None:
+        return _NOT_SENT
+    outcomes = prepared_pipeline(
+        [ratelimit.counting(budget.key, budget.window_end), (write.sql, write.params)]
+    )
+    if outcomes is None:
+        return _NOT_SENT
+    counted, written = outcomes
+    if isinstance(written, tuple):  # the job is written (and counted, unless that failed)
+        if isinstance(counted, Exception):
+            logger.warning("a create's count failed (%s); job %s is written", counted, write.job.id)
+        else:
+            spent(request, budget.verdict(counted[0], counted[1].astimezone(UTC)))
+        return _created(view, services.job_written(write, written[0]), True)
+    if isinstance(counted, Exception):
+        raise counted
+    verdict = budget.verdict(counted[0], counted[1].astimezone(UTC))
+    if not spent(request, verdict):
+        return TO_DRF
+    if isinstance(written, Exception):
+        raise written
+    job, created = services.job_schedule(team=team, now=verdict.now, **vars(spec))
+    return _created(view, job, created)
+
+
+def _created(view: APIView, job: Job, created: bool) -> HttpResponse:
     headers = {"Location": _job_url(get_script_prefix()).replace(_ANY_ID, str(job.id))}
     if not created:
         headers[REPLAY_HEADER] = "true"

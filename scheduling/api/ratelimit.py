@@ -63,8 +63,30 @@ def count_request(key: str, window_end: int, period: int) -> tuple[int, datetime
 
 def counted_reads() -> bool:
     """Whether ``count_request_and_read_job`` can count and read in one statement: a
-    data-modifying CTE, which PostgreSQL has and SQLite has not."""
+    data-modifying CTE, which PostgreSQL has and SQLite has not. The same condition
+    lets a create send its count and its INSERT in one round trip (``counting``,
+    ``within_budget``)."""
     return settings.SENDLATER_THROTTLE_STORE == "database" and connection.vendor == "postgresql"
+
+
+def counting(key: str, window_end: int) -> tuple[str, list[object]]:
+    """``count_request``'s statement on PostgreSQL with its parameters, to send in a
+    pipeline (``prepared.prepared_pipeline``); its row is (count, the clock)."""
+    return _COUNT_SQL_WITH_CLOCK, [key, window_end]
+
+
+def within_budget(key: str, window_end: int, num_requests: int) -> tuple[str, list[object]]:
+    """A condition (SQL, parameters) that holds while the window's count is within
+    ``num_requests``: a statement sent after a request's count, in a transaction of
+    its own, writes only for a request that was allowed. Counts only grow within a
+    window, so a request over the budget never passes; one within it may not pass
+    either, when others have spent the rest meanwhile (or the window has ended)."""
+    return _WITHIN_BUDGET_SQL, [key, window_end, num_requests]
+
+
+_WITHIN_BUDGET_SQL = (
+    "(SELECT count FROM scheduling_throttlecounter WHERE key = %s AND window_end = %s) <= %s"
+)
 
 
 def count_request_and_read_job(key: str, window_end: int, job_id: object) -> tuple[int, Job | None]:

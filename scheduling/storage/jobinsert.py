@@ -8,7 +8,8 @@ import itertools
 import json
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection
@@ -60,6 +61,18 @@ _NAMES = ", ".join(name for name, _ in COPY_COLUMNS)
 # Built from the constant column list above only.
 INSERT_ONE_SQL = f"INSERT INTO scheduling_job ({_NAMES}) VALUES ({_PLACEHOLDERS})"  # noqa: S608
 _JSONB_AT = tuple(i for i, (name, _) in enumerate(COPY_COLUMNS) if name in _JSONB_COLUMNS)
+# One row whose write times are the database's clock at the INSERT (insert_one_guarded).
+_CLOCK_COLUMNS = ("created_at", "updated_at")
+_CLOCK_AT = tuple(i for i, (name, _) in enumerate(COPY_COLUMNS) if name in _CLOCK_COLUMNS)
+# The bucket the caller chose must be the late-write rule's by the statement's clock
+# (scheduling.services._place), and the due time within the horizon by it.
+_GUARDED_INSERT_ONE_SQL = (
+    "INSERT INTO scheduling_job ({names}) SELECT {values} "
+    "WHERE %s::timestamptz = GREATEST(%s::timestamptz, date_bin("
+    "make_interval(secs => %s), statement_timestamp(), timestamptz 'epoch')) "
+    "AND %s::timestamptz <= statement_timestamp() + %s::interval AND ({guard}) "
+    "RETURNING created_at"
+)
 _JSONB_VERSION = "\x01"
 _EMPTY_JSONB = _JSONB_VERSION + "{}"
 
@@ -192,7 +205,45 @@ def jobs_insert(jobs: Iterable[Job]) -> None:
 
 
 def _insert_one(row: tuple[object, ...]) -> None:
+    prepared_fetchone(INSERT_ONE_SQL, _one_params(row))
+
+
+def _one_params(row: tuple[object, ...]) -> list[object]:
     params = list(row)
     for i in _JSONB_AT:  # the JSON text, without binary jsonb's version byte
         params[i] = str(params[i]).removeprefix(_JSONB_VERSION)
-    prepared_fetchone(INSERT_ONE_SQL, params)
+    return params
+
+
+def insert_one_guarded(
+    job: Job,
+    *,
+    bucket_due: datetime,
+    width_seconds: int,
+    horizon: timedelta,
+    guard_sql: str,
+    guard_params: Sequence[object],
+) -> tuple[str, list[object]]:
+    """The prepared INSERT of one new job (PostgreSQL) that takes its write times from
+    the database's clock and writes nothing unless, by that clock, ``job.bucket`` is
+    the late-write rule's bucket for a job whose due time's bucket is ``bucket_due``,
+    ``job.due_at`` is within ``horizon``, and ``guard_sql`` holds. For a caller that
+    chose the bucket with its own clock and sends the INSERT without first asking the
+    database's (``scheduling.services.job_write_one``). Returns (sql, params); the
+    statement returns ``created_at``, or no row when it wrote nothing."""
+    params = _one_params(next(_rows((job,))))
+    for i in reversed(_CLOCK_AT):
+        del params[i]
+    params += [job.bucket, bucket_due, width_seconds, job.due_at, horizon, *guard_params]
+    return _guarded_insert_one_sql(guard_sql), params
+
+
+@functools.cache
+def _guarded_insert_one_sql(guard_sql: str) -> str:
+    values = ", ".join(
+        "statement_timestamp()"
+        if name in _CLOCK_COLUMNS
+        else f"%s::{'jsonb' if name in _JSONB_COLUMNS else kind}"
+        for name, kind in COPY_COLUMNS
+    )
+    return _GUARDED_INSERT_ONE_SQL.format(names=_NAMES, values=values, guard=guard_sql)

@@ -19,6 +19,11 @@ arrive as Django's, through ``wrap_database_errors``, as from a cursor.
 Inside a transaction (psycopg opens it lazily on its own next statement), with
 ``CaptureQueriesContext`` or an execute wrapper (tests, failure injection), the
 statement goes through Django's cursor wrapper instead, prepared just the same.
+``prepared_pipeline`` sends several such statements in one round trip, each in a
+transaction of its own (libpq's pipeline mode, a Sync after each): the single-job
+create's request count and its INSERT (scheduling/api/fastpath.py). It is there only
+on the direct path; elsewhere the caller runs the statements one by one.
+
 SQLite (no server planning to save), and PostgreSQL with
 ``SENDLATER_DB_PREPARED_STATEMENTS=false`` (a pooler that cannot keep prepared
 statements, e.g. PgBouncer before 1.21), get Django's ordinary cursor. Statements
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import select
 import threading
 import weakref
 from collections.abc import Sequence
@@ -79,6 +85,24 @@ def prepared_fetchone(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None
         return cursor.fetchone() if cursor.description is not None else None
 
 
+def prepared_pipeline(
+    statements: Sequence[tuple[str, Sequence[Any]]],
+) -> list[tuple[Any, ...] | Exception | None] | None:
+    """Run ``statements`` prepared, in one round trip, each in its own transaction.
+
+    Returns, in order, each statement's first row (None: no row), or the error it
+    raised as Django raises it (a statement's error leaves the others as they went:
+    each ends at its own Sync). A lost connection raises. None where the direct path
+    is not available (``_direct``): nothing was sent, the caller runs them itself.
+    """
+    db = connections[DEFAULT_DB_ALIAS]
+    if not _direct(db):
+        return None
+    with db.wrap_database_errors:
+        outcomes = _pq_pipeline(db.connection, statements)
+    return [_as_django(db, o) if isinstance(o, Exception) else o for o in outcomes]
+
+
 def _direct(db: BaseDatabaseWrapper) -> bool:
     """Whether the statement can skip psycopg's and Django's cursors (see above)."""
     if db.vendor != "postgresql" or not settings.SENDLATER_DB_PREPARED_STATEMENTS:
@@ -90,15 +114,24 @@ def _direct(db: BaseDatabaseWrapper) -> bool:
     return db.connection.autocommit and not db.in_atomic_block
 
 
-def _pq_fetchone(raw: Any, sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
-    from psycopg import pq
-    from psycopg.adapt import PyFormat, Transformer
+def _session(raw: Any) -> _Session:
+    from psycopg.adapt import Transformer
 
     session = _prepared_on.get(raw)
     if session is None:  # one connection per thread: its state is that thread's
         session = _prepared_on[raw] = _Session(Transformer(raw), set())
-    transformer, held = session
-    values = transformer.dump_sequence(params, [PyFormat.TEXT] * len(params))
+    return session
+
+
+def _dumped(transformer: Any, params: Sequence[Any]) -> Any:
+    from psycopg.adapt import PyFormat
+
+    return transformer.dump_sequence(params, [PyFormat.TEXT] * len(params))
+
+
+def _pq_fetchone(raw: Any, sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
+    transformer, held = _session(raw)
+    values = _dumped(transformer, params)
     name = _name(sql)
     pgconn = raw.pgconn
     for attempt in (1, 2):
@@ -106,17 +139,104 @@ def _pq_fetchone(raw: Any, sql: str, params: Sequence[Any]) -> tuple[Any, ...] |
             _check(pgconn.prepare(name, _numbered(sql).encode(), None), raw)
             held.add(name)
         result = pgconn.exec_prepared(name, values)
-        if result.status == pq.ExecStatus.FATAL_ERROR and attempt == 1:
-            sqlstate = result.error_field(pq.DiagnosticField.SQLSTATE)
-            if sqlstate is not None and sqlstate.decode() == _NO_SUCH_STATEMENT:
-                held.discard(name)  # the session lost it: prepare again, once
-                continue
+        if attempt == 1 and _sqlstate(result) == _NO_SUCH_STATEMENT:
+            held.discard(name)  # the session lost it: prepare again, once
+            continue
         break
     _check(result, raw)
+    return _first_row(transformer, result)
+
+
+def _first_row(transformer: Any, result: Any) -> tuple[Any, ...] | None:
+    from psycopg import pq
+
     if result.status != pq.ExecStatus.TUPLES_OK or result.ntuples == 0:
         return None
     transformer.set_pgresult(result)
     return transformer.load_row(0, tuple)
+
+
+def _pq_pipeline(
+    raw: Any, statements: Sequence[tuple[str, Sequence[Any]]]
+) -> list[tuple[Any, ...] | Exception | None]:
+    """The statements through libpq's pipeline mode: prepared first where this session
+    has not prepared them, then all sent, one Sync after each, and the results read
+    without holding the GIL while they are awaited (a blocking ``PQgetResult`` would
+    hold it). A statement the session lost (``DEALLOCATE ALL``) is prepared again
+    and run again on its own: it did not run."""
+    from psycopg import Error, OperationalError, pq
+
+    transformer, held = _session(raw)
+    pgconn = raw.pgconn
+    names = []
+    for sql, _ in statements:
+        name = _name(sql)
+        if name not in held:
+            _check(pgconn.prepare(name, _numbered(sql).encode(), None), raw)
+            held.add(name)
+        names.append(name)
+    pgconn.enter_pipeline_mode()
+    try:
+        for name, (_, params) in zip(names, statements, strict=True):
+            pgconn.send_query_prepared(name, _dumped(transformer, params))
+            pgconn.pipeline_sync()
+        while pgconn.flush():
+            select.select([], [pgconn.socket], [])
+        results = []
+        for _ in names:
+            result = _result_next(pgconn)
+            while _result_next(pgconn) is not None:  # the statement's end
+                pass
+            if _result_next(pgconn).status != pq.ExecStatus.PIPELINE_SYNC:
+                raise OperationalError("the pipeline's results lost their order")
+            results.append(result)
+    finally:
+        if pgconn.pipeline_status != pq.PipelineStatus.OFF:
+            try:
+                pgconn.exit_pipeline_mode()
+            except Error:  # results left unread: the session's state is unknown
+                pgconn.finish()  # so it is not used again (Django sees it unusable)
+    outcomes: list[tuple[Any, ...] | Exception | None] = []
+    for (sql, params), name, result in zip(statements, names, results, strict=True):
+        try:
+            if _sqlstate(result) == _NO_SUCH_STATEMENT:
+                held.discard(name)
+                outcomes.append(_pq_fetchone(raw, sql, params))
+                continue
+            _check(result, raw)
+        except Error as error:  # the statement's own error: the others stand
+            outcomes.append(error)
+            continue
+        outcomes.append(_first_row(transformer, result))
+    return outcomes
+
+
+def _result_next(pgconn: Any) -> Any:
+    """``PQgetResult`` once it will not block; the wait releases the GIL."""
+    while pgconn.is_busy():
+        select.select([pgconn.socket], [], [])
+        pgconn.consume_input()
+    return pgconn.get_result()
+
+
+def _sqlstate(result: Any) -> str | None:
+    from psycopg import pq
+
+    if result.status != pq.ExecStatus.FATAL_ERROR:
+        return None
+    sqlstate = result.error_field(pq.DiagnosticField.SQLSTATE)
+    return None if sqlstate is None else sqlstate.decode()
+
+
+def _as_django(db: BaseDatabaseWrapper, error: Exception) -> Exception:
+    """``error`` (psycopg's) as Django's wrapper raises it: the same class names in
+    ``django.db``, the connection's ``errors_occurred`` set where Django sets it."""
+    try:
+        with db.wrap_database_errors:
+            raise error
+    except Exception as wrapped:
+        return wrapped
+    return error  # pragma: no cover - the block always raises
 
 
 def _check(result: Any, raw: Any) -> None:
