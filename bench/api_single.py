@@ -91,7 +91,7 @@ async def load(
             except (asyncio.IncompleteReadError, ConnectionError):
                 writer.close()
                 reconnects += 1
-                reader, writer = await asyncio.open_connection(HOST, port)
+                reader, writer = await _connect_again(port)
                 continue
             latencies.append(time.perf_counter() - started)
             if not head.startswith(b"HTTP/1.1 2"):
@@ -100,6 +100,18 @@ async def load(
 
     await asyncio.gather(*(client() for _ in range(clients)))
     return failures, latencies, reconnects
+
+
+async def _connect_again(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A new connection after the server closed one. A connect can itself be reset
+    while a worker is being recycled (its listening socket closes with connections
+    still queued on it, SO_REUSEPORT); a client tries again."""
+    for _ in range(50):
+        try:
+            return await asyncio.open_connection(HOST, port)
+        except ConnectionError:
+            await asyncio.sleep(0.02)
+    return await asyncio.open_connection(HOST, port)
 
 
 def workers_cpu_seconds(master: int) -> tuple[frozenset[str], float]:
