@@ -6,7 +6,6 @@ Every value can be overridden by the environment (GUNICORN_*) or the command lin
 import multiprocessing
 import os
 import shutil
-import socket
 import tempfile
 
 bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
@@ -16,12 +15,6 @@ threads = int(os.environ.get("GUNICORN_THREADS", "2"))
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
 graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "30"))
 keepalive = int(os.environ.get("GUNICORN_KEEPALIVE", "5"))
-# Each worker listens on a socket of its own (SO_REUSEPORT) and the kernel spreads new
-# connections over them. With one shared socket the worker that wakes first accepts
-# most of a burst of connections (measured: 23 of 32 keep-alive clients on one of five
-# workers), and their calls queue there while the others idle: create p99 56-104 ms
-# against 45-52 ms spread (docs/performance.md, docs/operations.md).
-reuse_port = os.environ.get("GUNICORN_REUSE_PORT", "true").lower() in ("1", "true", "yes")
 # Recycle workers now and then so a slow leak never becomes an outage.
 max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "10000"))
 max_requests_jitter = int(os.environ.get("GUNICORN_MAX_REQUESTS_JITTER", "1000"))
@@ -45,24 +38,6 @@ def on_starting(server):
     # Stale files from an earlier run would be summed into the new counters.
     shutil.rmtree(_metrics_dir, ignore_errors=True)
     os.makedirs(_metrics_dir, exist_ok=True)
-    if server.cfg.reuse_port:
-        _refuse_a_taken_address(server.cfg.address)
-
-
-def _refuse_a_taken_address(addresses):
-    """With SO_REUSEPORT a second server on the same port (same user) would join the
-    first and share its connections silently; bind each address once without it, so a
-    port in use stops this one as it would without reuse_port."""
-    for address in addresses:
-        if not isinstance(address, tuple):
-            continue  # a unix socket: its file says whether it is taken
-        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind(address)
-            except OSError as error:
-                raise SystemExit(f"cannot listen at {address[0]}:{address[1]}: {error}") from None
 
 
 def child_exit(server, worker):

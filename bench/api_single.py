@@ -103,9 +103,8 @@ async def load(
 
 
 async def _connect_again(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A new connection after the server closed one. A connect can itself be reset
-    while a worker is being recycled (its listening socket closes with connections
-    still queued on it, SO_REUSEPORT); a client tries again."""
+    """A new connection after the server closed one; a connect that is itself refused
+    or reset (a server restarting its workers) is tried again, as a client would."""
     for _ in range(50):
         try:
             return await asyncio.open_connection(HOST, port)
