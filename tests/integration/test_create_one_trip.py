@@ -25,6 +25,7 @@ from scheduling.buckets import shard_count_of, shard_counts_record
 from scheduling.clock import db_now, iso_utc, open_bucket
 from scheduling.models import Job
 from scheduling.storage import prepared
+from tests.support import procs
 from tests.support.api import error_of, job_body
 
 pytestmark = [
@@ -273,17 +274,10 @@ def test_a_job_built_for_the_one_trip_insert_is_the_classic_one(team) -> None:
 
 def test_a_lost_connection_answers_503_and_the_next_create_reconnects(api, warm, trips) -> None:
     pid = connection.connection.info.backend_pid
-    with psycopg.connect(_dsn(), autocommit=True) as other:
+    with psycopg.connect(procs.test_database_url(), autocommit=True) as other:
         other.execute("SELECT pg_terminate_backend(%s)", [pid])
     lost = api.post(URL, warm, format="json")
     assert lost.status_code == 503 and lost["Retry-After"]
     assert len(trips["pipelines"]) == 1
     assert api.post(URL, warm, format="json").status_code == 201
     assert Job.objects.count() == 2
-
-
-def _dsn() -> str:
-    params = connection.get_connection_params()
-    return psycopg.conninfo.make_conninfo(
-        **{k: v for k, v in params.items() if k in ("host", "port", "user", "dbname", "password")}
-    )

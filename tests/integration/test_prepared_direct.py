@@ -22,6 +22,7 @@ from scheduling.clock import db_now
 from scheduling.failover import connection_discard, is_failover_error
 from scheduling.models import Job
 from scheduling.storage import jobinsert, prepared
+from tests.support import procs
 from tests.support.api import job_body
 
 pytestmark = [
@@ -100,20 +101,13 @@ def test_a_session_that_lost_its_statements_prepares_them_again(direct_calls) ->
 def test_a_lost_connection_is_a_failover_error_and_the_next_statement_reconnects() -> None:
     ratelimit.count_request("k-lost", 10, 60)
     pid = connection.connection.info.backend_pid
-    with psycopg.connect(_dsn(), autocommit=True) as other:
+    with psycopg.connect(procs.test_database_url(), autocommit=True) as other:
         other.execute("SELECT pg_terminate_backend(%s)", [pid])
     with pytest.raises(OperationalError) as lost:
         ratelimit.count_request("k-lost", 10, 60)
     assert is_failover_error(lost.value)
     connection_discard()
     assert ratelimit.count_request("k-lost", 10, 60)[0] == 2
-
-
-def _dsn() -> str:
-    params = connection.get_connection_params()
-    return psycopg.conninfo.make_conninfo(
-        **{k: v for k, v in params.items() if k in ("host", "port", "user", "dbname", "password")}
-    )
 
 
 def test_a_create_is_two_statements_through_libpq(api, direct_calls) -> None:
