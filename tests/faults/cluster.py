@@ -245,6 +245,12 @@ class Cluster:
         )[0]
         return int(count)
 
+    def batches(self, *names: str) -> dict[int, int]:
+        """The in-flight batches of pollers ``names`` (default: all): id -> jobs."""
+        owners = list(names) or list(self.pollers)
+        query = "SELECT id, job_count FROM scheduling_inflightbatch WHERE owner = ANY(%s)"
+        return dict(sql(query, [owners]))
+
     def open_work(self) -> int:
         query = "SELECT count(*) FROM scheduling_job WHERE status = 'pending'"
         (count,) = sql(query)[0]

@@ -13,9 +13,15 @@ from tests.faults.cluster import BATCH_SIZE, Cluster, sql
 from tests.faults.scenario import run, wait_in_flight
 
 # Not this session's own backend: behind pgbouncer (make test-pgbouncer) a server
-# connection keeps the application_name of the last client that used it.
+# connection keeps the application_name of the last client that used it. The batches
+# in flight are read by the same statement, so as the backends die: a poller that
+# reconnects at once takes a new epoch and forgets its old batches (their jobs to be
+# sent again) before a later query could count them.
 TERMINATE_SQL = """
-SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+SELECT count(pg_terminate_backend(pid)),
+       (SELECT json_object_agg(id, job_count) FROM scheduling_inflightbatch
+        WHERE owner = ANY(%s))
+FROM pg_stat_activity
 WHERE datname = current_database() AND application_name LIKE 'faults-p%%'
   AND pid <> pg_backend_pid()
 """
@@ -26,8 +32,11 @@ def _terminate_pollers(cluster: Cluster, times: int = 3) -> None:
     for _ in range(times):
         wait_in_flight(cluster, *cluster.pollers)
         window = cluster.fault_begin("pg_terminate_backend of the pollers")
-        (killed,) = sql(TERMINATE_SQL)[0]
-        window.in_flight = cluster.claimed_by()  # the in-flight batches: their write-backs fail
+        killed, at_kill = sql(TERMINATE_SQL, [list(cluster.pollers)])[0]
+        # The in-flight batches (their write-backs fail): those there when the backends
+        # died, and any a read that was committing then added.
+        batches = {int(batch): jobs for batch, jobs in (at_kill or {}).items()}
+        window.in_flight = sum({**batches, **cluster.batches()}.values())
         cluster.fault_end(window)
         assert killed >= 1
         time.sleep(1.5)
