@@ -191,8 +191,9 @@ class Pipeline:
     def collect(self, timeout: float = 0.0) -> int:
         """Take the outcomes that have arrived; wait up to ``timeout`` s for a first one.
 
-        Returns how many outcomes were taken. An outcome for a job no longer in
-        flight (given up as stalled, or reported twice) is ignored.
+        Returns how many outcomes were taken. An outcome for a read no longer in
+        flight (given up as stalled, reported twice, or forgotten with the leases) is
+        ignored.
         """
         taken = 0
         arrived = self._arrived
@@ -212,8 +213,15 @@ class Pipeline:
         return taken
 
     def _take(self, job: ClaimedJob, outcome: Outcome) -> int:
-        if self._sent.pop(job.id, None) is None:
+        # The outcome of this very read (its batch), not of an earlier read of the same
+        # job: a delivery still out when the window was forgotten (leases dropped)
+        # reports later, while the job's next read, under a new epoch, is out again.
+        # Taking that one's place would leave the new read unwritten, and its job
+        # free for a third delivery.
+        sent = self._sent.get(job.id)
+        if sent is None or sent[0].batch != job.batch:
             return 0
+        del self._sent[job.id]
         if self._ready_since is None:
             self._ready_since = time.monotonic()
         self._ready_jobs.append(job)
@@ -328,6 +336,8 @@ class Pipeline:
         again). Returns how many jobs were dropped."""
         dropped = self.in_flight
         self._sent.clear()
+        while not self._arrived.empty():  # their outcomes (more may come: _take drops them)
+            self._arrived.get_nowait()
         self._ready_jobs, self._ready_outcomes, self._expired = [], [], []
         self._ready_since = None
         self._timed.clear()

@@ -93,6 +93,8 @@ class FaultWindow:
     start: float
     end: float = 0.0
     in_flight: int = 0
+    jobs: list[str] = field(default_factory=list)  # their ids (hex), where the fault knows
+    note: str = ""
 
 
 @dataclass

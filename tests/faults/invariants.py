@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -158,6 +159,7 @@ def _duplicates(
                 report.fail(f"I2: job {job_id} duplicated outside every fault window")
     if report.duplicates > report.bound:
         report.fail(f"I2: {report.duplicates} duplicates > bound {report.bound}")
+        _duplicates_explained(cluster, by_job)
     return firsts
 
 
@@ -248,3 +250,23 @@ def _never_early(report: Report, jobs: dict, receipts: list[Receipt]) -> None:
     )
     if report.early:
         report.fail(f"I6: {report.early} requests before their due time")
+
+
+def _duplicates_explained(cluster: Cluster, by_job: dict[str, list[Receipt]]) -> None:
+    """Print, for a failed I2, each duplicated job's deliveries and reads (``faults_read``:
+    shard, epoch, owner, when) and the fault windows that had it in flight."""
+    for window in cluster.faults:
+        print(f"fault window {window.what}: {window.start:.3f}-{window.end:.3f}, {window.note}")
+    for job_id, got in by_job.items():
+        if len(got) < 2:
+            continue
+        windows = [i for i, w in enumerate(cluster.faults) if uuid.UUID(job_id).hex in w.jobs]
+        reads = sql(
+            "SELECT shard, epoch, owner, extract(epoch FROM at)::float FROM faults_read"
+            " WHERE job_id = %s ORDER BY at",
+            [job_id],
+        )
+        print(
+            f"duplicated {job_id}: delivered at {[round(r.at, 3) for r in got]},"
+            f" in flight in windows {windows}, reads {reads}"
+        )

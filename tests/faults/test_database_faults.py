@@ -19,7 +19,7 @@ from tests.faults.scenario import run, wait_in_flight
 # sent again) before a later query could count them.
 TERMINATE_SQL = """
 SELECT count(pg_terminate_backend(pid)),
-       (SELECT json_object_agg(id, job_count) FROM scheduling_inflightbatch
+       (SELECT json_object_agg(id, job_ids) FROM scheduling_inflightbatch
         WHERE owner = ANY(%s))
 FROM pg_stat_activity
 WHERE datname = current_database() AND application_name LIKE 'faults-p%%'
@@ -35,8 +35,11 @@ def _terminate_pollers(cluster: Cluster, times: int = 3) -> None:
         killed, at_kill = sql(TERMINATE_SQL, [list(cluster.pollers)])[0]
         # The in-flight batches (their write-backs fail): those there when the backends
         # died, and any a read that was committing then added.
-        batches = {int(batch): jobs for batch, jobs in (at_kill or {}).items()}
-        window.in_flight = sum({**batches, **cluster.batches()}.values())
+        batches = {int(batch): len(ids.split(",")) for batch, ids in (at_kill or {}).items()}
+        after = cluster.batches()
+        window.in_flight = sum({**batches, **after}.values())
+        window.jobs = [i for ids in (at_kill or {}).values() for i in ids.split(",")]
+        window.note = f"at kill {sorted(batches)}; after {sorted(after)}"
         cluster.fault_end(window)
         assert killed >= 1
         time.sleep(1.5)

@@ -12,7 +12,7 @@ from polling.dispatch.hostguard import HostGuard
 from polling.dispatch.router import Router
 from polling.dispatch.webhook import WebhookSink
 from scheduling.inflight import job_in_flight
-from scheduling.models import DeliveryAttempt, Job
+from scheduling.models import DeliveryAttempt, InFlightBatch, Job
 from scheduling.services import job_schedule
 from tests.integration.test_webhook_sink import SECRET, claimed
 from tests.support.pollers import future_base, poller_build
@@ -198,3 +198,31 @@ def test_a_write_back_failing_between_passes_drops_the_leases_not_the_poller(
     poller._wait(1.0)  # must not raise
     assert poller.leases == {} and poller._failures == 1
     assert poller.pipeline.in_flight == 0
+
+
+def test_a_late_outcome_of_a_forgotten_read_leaves_the_next_read_in_place(team) -> None:
+    """A failure drops the leases and forgets the window while a delivery is still out;
+    the job is read again under a new epoch. The first delivery's outcome, arriving
+    after that, must not stand in for the second read's: that one is written back
+    (the job delivered, its batch gone) and the job is not read a third time."""
+    base = future_base()
+    job = webhook_job(team, "http://127.0.0.1:9/x", base)
+    sink = HeldSink()
+    poller = poller_build(sink=sink)
+    now = base + timedelta(seconds=1)
+    poller.iterate(now=now, settle=False)
+    first_epoch = poller.leases[job.shard]
+    poller._fail("a terminated connection")  # the leases go, the window is forgotten
+    assert poller.pipeline.in_flight == 0 and len(sink.held) == 1  # still out at the sink
+    poller.iterate(now=now, settle=False)  # a new epoch reads the job again
+    assert poller.leases[job.shard] > first_epoch
+    (old, _), (new, _) = sink.held
+    assert old.id == new.id == job.id and old.batch != new.batch
+    sink.release()  # the forgotten read's outcome first, then the new read's
+    poller._settle()
+    job.refresh_from_db()
+    assert job.status == "delivered" and job.attempts == 1
+    assert not InFlightBatch.objects.filter(shard=job.shard).exists()
+    assert poller.pipeline.in_flight == 0
+    poller.iterate(now=now + timedelta(seconds=1), settle=False)
+    assert len(sink.held) == 0  # nothing read again
