@@ -12,6 +12,11 @@ bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
 # The API is I/O-bound on the database: two workers per core, plus one.
 workers = int(os.environ.get("GUNICORN_WORKERS", multiprocessing.cpu_count() * 2 + 1))
 threads = int(os.environ.get("GUNICORN_THREADS", "2"))
+# gunicorn's gthread worker, taking new connections only while it holds the fewest
+# of all workers: keep-alive clients spread evenly (sendlater_site/balancedworker.py).
+worker_class = os.environ.get(
+    "GUNICORN_WORKER_CLASS", "sendlater_site.balancedworker.BalancedThreadWorker"
+)
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
 graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "30"))
 keepalive = int(os.environ.get("GUNICORN_KEEPALIVE", "5"))
@@ -40,7 +45,16 @@ def on_starting(server):
     os.makedirs(_metrics_dir, exist_ok=True)
 
 
+def pre_fork(server, worker):
+    from sendlater_site import balancedworker
+
+    balancedworker.slot_give(server, worker)
+
+
 def child_exit(server, worker):
     from prometheus_client import multiprocess
 
+    from sendlater_site import balancedworker
+
+    balancedworker.slot_take_back(server, worker)
     multiprocess.mark_process_dead(worker.pid)
