@@ -149,10 +149,8 @@ class HeldSink:
         """Nothing to release."""
 
 
-def test_results_of_a_lease_lost_mid_flight_are_fenced_out(team) -> None:
-    from polling import claims
-    from polling.models import ShardLease
-
+def _one_job_out(team):
+    """A job read by a poller whose sink holds its delivery: (job, sink, poller, now)."""
     base = future_base()
     job = webhook_job(team, "http://127.0.0.1:9/x", base)
     sink = HeldSink()
@@ -160,6 +158,14 @@ def test_results_of_a_lease_lost_mid_flight_are_fenced_out(team) -> None:
     now = base + timedelta(seconds=1)
     poller.iterate(now=now, settle=False)
     assert [j.id for j, _ in sink.held] == [job.id]
+    return job, sink, poller, now
+
+
+def test_results_of_a_lease_lost_mid_flight_are_fenced_out(team) -> None:
+    from polling import claims
+    from polling.models import ShardLease
+
+    job, sink, poller, now = _one_job_out(team)
     # Another poller takes the shard over (the lease expired meanwhile): a new epoch.
     ShardLease.objects.filter(shard=job.shard).update(expires_at=now - timedelta(seconds=1))
     taken = claims.lease_acquire(
@@ -205,12 +211,7 @@ def test_a_late_outcome_of_a_forgotten_read_leaves_the_next_read_in_place(team) 
     the job is read again under a new epoch. The first delivery's outcome, arriving
     after that, must not stand in for the second read's: that one is written back
     (the job delivered, its batch gone) and the job is not read a third time."""
-    base = future_base()
-    job = webhook_job(team, "http://127.0.0.1:9/x", base)
-    sink = HeldSink()
-    poller = poller_build(sink=sink)
-    now = base + timedelta(seconds=1)
-    poller.iterate(now=now, settle=False)
+    job, sink, poller, now = _one_job_out(team)
     first_epoch = poller.leases[job.shard]
     poller._fail("a terminated connection")  # the leases go, the window is forgotten
     assert poller.pipeline.in_flight == 0 and len(sink.held) == 1  # still out at the sink
