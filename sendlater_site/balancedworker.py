@@ -23,6 +23,16 @@ gunicorn's ``pre_fork`` hook) and takes it back when the worker exits
 once, so the others never wait on a worker that no longer listens. A worker with
 no slot (the hooks not wired, or more workers alive than slots) behaves exactly
 like gunicorn's ``gthread`` worker.
+
+Connections made while workers boot (a ``HUP`` reload, a recycled worker's
+clients reconnecting at once) go to the workers already listening. So a worker
+holding ``SHED_AT`` (three) or more connections above the fewest, for longer than
+``SHED_AFTER_SECONDS`` (not in a rush of new connections), answers a request with
+``Connection: close`` (the whole answer first: nothing is cut off), one per
+``SHED_AFTER_SECONDS`` until it holds fewer, and those clients' next connections
+go to workers that hold fewer. Three, not two: a
+worker that listens may reach two above the fewest by accepting, and a connection
+handed back must not be handed back again by the worker it lands on.
 """
 
 from __future__ import annotations
@@ -35,15 +45,23 @@ from gunicorn.workers.gthread import ThreadWorker
 
 SLOTS = 256  # workers alive at once, old ones finishing after a reload included
 OUT = 2**62  # a slot no listening worker holds (above any count)
-# One more than the fewest: a burst of new connections finds every worker but the
-# ones already two ahead listening. With none (only the fewest-held listen), the one
-# that takes the last connection at the level stops listening too, and the burst
-# waits for a recheck.
+# A worker listens while it holds at most SLACK more than the fewest: a burst of new
+# connections finds every worker but the ones already ahead listening. (With none,
+# only the fewest-held listen, and the one that takes the last connection at that
+# level stops listening too: the burst waits for a recheck.)
 SLACK = 1
+# A worker sheds connections while it holds SHED_AT or more above the fewest: more
+# than a worker that listens can reach by accepting (SLACK + 1), so a connection
+# shed never makes its next worker shed it again.
+SHED_AT = SLACK + 2
 RECHECK_SECONDS = 0.01
 # A worker's loop wakes at least once a second (gthread's select timeout) and says
 # it is alive: one silent for longer (hung, stopped) is passed over, not waited on.
 STALE_SECONDS = 2.0
+# ... and sheds only once it has been that far over this long (not in the moment of
+# a rush of new connections, while the others' counts catch up), then one connection
+# per that long.
+SHED_AFTER_SECONDS = 0.1
 
 # Per slot, the connections its worker holds and when it last said so (monotonic
 # clock: one for the whole machine). Slot 0's count is how far the slots in use
@@ -56,14 +74,11 @@ for _slot in range(1, SLOTS):
     _held[_slot] = OUT
 
 
-def may_accept(held: Any, beats: Any, slot: int, now: float) -> bool:
-    """Whether the worker in ``slot`` holds at most ``SLACK`` connections more than
-    any listening one that has said so within ``STALE_SECONDS`` of ``now``."""
-    mine = held[slot]
-    if mine == OUT:
-        return False
+def fewest(held: Any, beats: Any, now: float) -> int:
+    """The fewest connections a listening worker holds that has said so within
+    ``STALE_SECONDS`` of ``now`` (``OUT``: none)."""
     fresh = now - STALE_SECONDS
-    return all(held[s] + SLACK >= mine or beats[s] < fresh for s in range(1, held[0]))
+    return min((held[s] for s in range(1, held[0]) if beats[s] >= fresh), default=OUT)
 
 
 def slot_give(server: Any, worker: Any) -> None:
@@ -86,24 +101,52 @@ def slot_take_back(server: Any, worker: Any) -> None:
 
 
 class BalancedThreadWorker(ThreadWorker):
-    """``gthread`` that accepts a connection only while it holds the fewest."""
+    """``gthread`` that takes new connections only while it holds about the fewest,
+    and hands some back while it holds clearly more."""
 
     balance_slot: int | None = None
-    _held_back = False
+    _held_back = False  # could take more, but others hold fewer
+    _over_since: float | None = None  # since when it has held SHED_AT or more above
 
     def set_accept_enabled(self, enabled: bool) -> None:
         slot = self.balance_slot
         if slot is not None:
             if self.alive:
                 now = time.monotonic()
-                _held[slot], _beats[slot] = self.nr_conns, now
-                wanted = enabled
-                enabled = enabled and may_accept(_held, _beats, slot, now)
-                self._held_back = wanted and not enabled
+                mine = _held[slot] = self.nr_conns
+                _beats[slot] = now
+                least = min(mine, fewest(_held, _beats, now))
+                self._held_back = enabled and mine > least + SLACK
+                enabled = enabled and not self._held_back
+                if mine < least + SHED_AT:
+                    self._over_since = None
+                elif self._over_since is None:
+                    self._over_since = now
             else:  # for good: the others must not wait on this worker
                 _held[slot] = OUT
                 enabled = self._held_back = False
+                self._over_since = None
         super().set_accept_enabled(enabled)
+
+    def load_wsgi(self) -> None:
+        super().load_wsgi()
+        app = self.wsgi
+
+        def shedding(environ: dict[str, Any], start_response: Any) -> Any:
+            # Clearly over its share: this response closes its connection
+            # (``Connection: close``, after the whole answer), so the client's next
+            # connection goes to a worker that holds fewer.
+            # One connection per SHED_AFTER_SECONDS: all at once, the workers over
+            # their share would pile their clients onto the one worker just up.
+            since = self._over_since
+            if since is not None:
+                now = time.monotonic()
+                if now - since >= SHED_AFTER_SECONDS:
+                    self._over_since = now
+                    start_response.__self__.force_close()  # gunicorn's Response
+            return app(environ, start_response)
+
+        self.wsgi = shedding
 
     def wait_for_and_dispatch_events(self, timeout: float) -> None:
         # gunicorn's loop asks again only when its own answer changes; the shares

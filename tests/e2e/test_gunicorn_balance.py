@@ -28,10 +28,13 @@ def _start(port: int, **env: str) -> subprocess.Popen[str]:
         [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "sendlater_site.wsgi"],
         cwd=ROOT,
         env=child_env(
-            **{"GUNICORN_LOG_LEVEL": "warning", **env},
+            **{
+                "GUNICORN_LOG_LEVEL": "warning",
+                "GUNICORN_WORKERS": str(WORKERS),
+                "GUNICORN_THREADS": "2",
+                **env,
+            },
             GUNICORN_BIND=f"127.0.0.1:{port}",
-            GUNICORN_WORKERS=str(WORKERS),
-            GUNICORN_THREADS="2",
             ALLOWED_HOSTS="127.0.0.1",
             DEBUG="false",
             SECURE_SSL_REDIRECT="false",
@@ -93,11 +96,12 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 @pytest.mark.slow
 def test_keep_alive_connections_are_spread_evenly_over_the_workers() -> None:
-    """24 clients connect at once: each worker ends up holding 6, give or take one."""
+    """24 clients connect at once: each worker takes 6, give or take one, and they stay
+    spread over the calls that follow."""
     port, log = free_port(), []
     proc = _start(port, GUNICORN_CMD_ARGS="--access-logformat '%(p)s %(U)s?%(q)s'")
     _reader(proc, log)
-    clients = 6 * WORKERS
+    clients, rounds = 6 * WORKERS, 4
     conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=30) for _ in range(clients)]
     try:
         _wait_until_served(proc, port, log, by_every_worker=True)
@@ -105,29 +109,28 @@ def test_keep_alive_connections_are_spread_evenly_over_the_workers() -> None:
 
         def first_call(n: int) -> None:
             start.wait()
-            assert _get(conns[n], f"/healthz?conn={n}") == 200
+            assert _get(conns[n], f"/healthz?round=0&conn={n}") == 200
 
         threads = [threading.Thread(target=first_call, args=(n,)) for n in range(clients)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join(timeout=60)
-        for n in range(clients):  # a second call on each: the connection was kept
-            assert _get(conns[n], f"/healthz?again={n}") == 200
+        for round_ in range(1, rounds):
+            time.sleep(0.2)
+            for n in range(clients):
+                assert _get(conns[n], f"/healthz?round={round_}&conn={n}") == 200
         time.sleep(0.5)  # the access log lines
     finally:
         for conn in conns:
             conn.close()
         _stop(proc)
-    worker_of = {
-        line.split()[1]: line.split()[0] for line in log if "conn=" in line or "again=" in line
-    }
-    assert len(worker_of) == 2 * clients, log
-    for n in range(clients):  # kept alive: both calls answered by the same worker
-        assert worker_of[f"/healthz?conn={n}"] == worker_of[f"/healthz?again={n}"], log
-    held = Counter(worker_of[f"/healthz?conn={n}"] for n in range(clients))
-    assert len(held) == WORKERS, held
-    assert max(held.values()) - min(held.values()) <= 2, held
+    worker_of = {line.split()[1]: line.split()[0] for line in log if "round=" in line}
+    assert len(worker_of) == rounds * clients, log
+    for round_ in (0, rounds - 1):  # as they connected; at the end
+        held = Counter(worker_of[f"/healthz?round={round_}&conn={n}"] for n in range(clients))
+        assert len(held) == WORKERS, (round_, held)
+        assert max(held.values()) - min(held.values()) <= 2, (round_, held)
 
 
 @pytest.mark.slow
@@ -178,6 +181,61 @@ def test_every_call_is_answered_while_workers_are_recycled() -> None:
 
 
 @pytest.mark.slow
+def test_connections_move_to_workers_that_come_up_later() -> None:
+    """12 busy clients all on the one worker there is; then three workers more (SIGTTIN,
+    as after a reload or a recycle, when clients reconnect before the others are up).
+    The crowded worker closes connections after their answer, one at a time, until
+    the clients spread: no call fails."""
+    port, log = free_port(), []
+    proc = _start(
+        port,
+        GUNICORN_WORKERS="1",
+        GUNICORN_LOG_LEVEL="info",
+        GUNICORN_CMD_ARGS="--access-logformat '%(p)s %(U)s?%(q)s'",
+    )
+    _reader(proc, log)
+    clients, stop, failures = 12, threading.Event(), []
+
+    def client(n: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+        while not stop.is_set():
+            try:  # http.client connects again after an answer with Connection: close
+                assert _get(conn, f"/healthz?client={n}") == 200
+            except (AssertionError, http.client.HTTPException, OSError) as error:
+                failures.append(repr(error))
+                return
+            time.sleep(0.005)
+        conn.close()
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    try:
+        _wait_until_served(proc, port, log)
+        for thread in threads:
+            thread.start()
+        time.sleep(1)
+        for more in range(2, WORKERS + 1):  # one at a time: a pending signal absorbs a second
+            os.kill(proc.pid, signal.SIGTTIN)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and sum("Booting" in x for x in log) < more:
+                time.sleep(0.05)
+        time.sleep(3)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=30)
+        _stop(proc)
+    assert not failures, failures
+    last: dict[str, str] = {}  # each client's worker at the end
+    for line in log:
+        worker, _, path = line.partition(" ")
+        if path.startswith("/healthz?client="):
+            last[path] = worker
+    held = Counter(last.values())
+    assert len(last) == clients and len(held) == WORKERS, (held, log[-40:])
+    assert max(held.values()) - min(held.values()) <= 2, held
+
+
+@pytest.mark.slow
 def test_a_stopped_worker_does_not_hold_the_others_back() -> None:
     """A worker that stops (SIGSTOP; or hung) holding the fewest connections would be
     the only one allowed to take the next: the others pass it over once it has been
@@ -212,21 +270,50 @@ def test_a_stopped_worker_does_not_hold_the_others_back() -> None:
     assert not any(line.startswith(f"<{stopped}> /healthz?n=") for line in log), log
 
 
-def test_a_worker_listens_only_while_it_holds_at_most_one_more_than_the_fewest() -> None:
+def test_the_fewest_are_those_of_workers_that_listen_and_said_so_lately() -> None:
     out = balancedworker.OUT
     held = [5, 4, 2, out, 3, 0]  # slot 0: slots 1-4 in use (slot 5 is not)
-    beats = [0.0, 100.0, 100.0, 0.0, 100.0, 0.0]
-    accepts = [balancedworker.may_accept(held, beats, s, now=100.5) for s in range(1, 5)]
-    assert accepts == [False, True, False, True]  # slot 3 is out (leaving, or not started)
-    held[2] = 3
-    assert balancedworker.may_accept(held, beats, 1, now=100.5)  # one more than the fewest
-    held[2] = 0
-    assert not balancedworker.may_accept(held, beats, 1, now=101.0)
+    beats = [0.0, 100.0, 100.0, 100.0, 100.0, 0.0]
+    assert balancedworker.fewest(held, beats, now=100.5) == 2
     # Slot 2 has said nothing for longer than STALE_SECONDS (hung, or stopped): the
-    # others do not wait on it.
+    # others do not wait on it. Slot 3 is out (leaving, or not started).
     later = 100.0 + balancedworker.STALE_SECONDS + 0.1
-    beats[1] = beats[4] = later
-    assert balancedworker.may_accept(held, beats, 1, now=later)
+    beats[1] = beats[3] = beats[4] = later
+    assert balancedworker.fewest(held, beats, now=later) == 3
+    beats[4] = 0.0
+    assert balancedworker.fewest(held, beats, now=later) == 4
+    beats[1] = 0.0
+    assert balancedworker.fewest(held, beats, now=later) == out  # nobody
+
+
+def test_a_worker_listens_near_the_fewest_and_sheds_only_well_above(monkeypatch) -> None:
+    """It listens up to SLACK (1) above the fewest, and sheds from SHED_AT (3) above,
+    once that has lasted SHED_AFTER_SECONDS: more than a worker that listens reaches
+    by accepting, so a connection handed back is not handed on again."""
+    held, beats = [4] + [0] * 4, [0.0] * 5  # slots 1-3 in use
+    monkeypatch.setattr(balancedworker, "_held", held)
+    monkeypatch.setattr(balancedworker, "_beats", beats)
+    worker = balancedworker.BalancedThreadWorker.__new__(balancedworker.BalancedThreadWorker)
+    worker.balance_slot, worker.alive, worker.sockets = 1, True, []
+    worker._accepting = False
+
+    def decide(mine: int, others: tuple[int, int]) -> tuple[bool, bool]:
+        held[2], held[3] = others
+        beats[2] = beats[3] = time.monotonic()
+        worker.nr_conns = mine
+        worker.set_accept_enabled(True)
+        return worker._accepting, worker._over_since is not None
+
+    assert decide(5, (5, 6)) == (True, False)
+    assert decide(6, (5, 6)) == (True, False)  # one above the fewest: still listening
+    assert decide(7, (5, 6)) == (False, False)  # two above: held back, kept
+    assert worker._held_back
+    assert decide(8, (5, 6)) == (False, True)  # three above: sheds, after a while
+    started = worker._over_since
+    assert decide(8, (5, 6)) == (False, True) and worker._over_since == started
+    assert decide(7, (5, 6)) == (False, False)  # back under: the clock starts again
+    worker.alive = False  # leaving for good
+    assert decide(2, (5, 6)) == (False, False) and held[1] == balancedworker.OUT
 
 
 def test_the_arbiter_gives_each_worker_its_own_slot_and_takes_it_back() -> None:
