@@ -12,8 +12,9 @@ bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
 # The API is I/O-bound on the database: two workers per core, plus one.
 workers = int(os.environ.get("GUNICORN_WORKERS", multiprocessing.cpu_count() * 2 + 1))
 threads = int(os.environ.get("GUNICORN_THREADS", "2"))
-# gunicorn's gthread worker, taking new connections only while it holds the fewest
-# of all workers: keep-alive clients spread evenly (sendlater_site/balancedworker.py).
+# gunicorn's gthread worker, taking new connections only while it holds at most one
+# more than the fewest of all workers, and handing some back while it holds three or
+# more above: keep-alive clients spread evenly (sendlater_site/balancedworker.py).
 worker_class = os.environ.get(
     "GUNICORN_WORKER_CLASS", "sendlater_site.balancedworker.BalancedThreadWorker"
 )

@@ -30,9 +30,9 @@ holding ``SHED_AT`` (three) or more connections above the fewest, for longer tha
 ``SHED_AFTER_SECONDS`` (not in a rush of new connections), answers a request with
 ``Connection: close`` (the whole answer first: nothing is cut off), one per
 ``SHED_AFTER_SECONDS`` until it holds fewer, and those clients' next connections
-go to workers that hold fewer. Three, not two: a
-worker that listens may reach two above the fewest by accepting, and a connection
-handed back must not be handed back again by the worker it lands on.
+go to workers that hold fewer. Three, not two: a worker that listens may reach two
+above the fewest by accepting, and a connection handed back must not be handed
+back again by the worker it lands on.
 """
 
 from __future__ import annotations
