@@ -8,7 +8,9 @@ import atexit
 import io
 import multiprocessing as mp
 import os
+import signal
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,6 +53,10 @@ def webhook_bench(
     allowed), start ``receiver(*receiver_args)`` in its own process, migrate; on exit
     stop the pollers in ``children`` and the receiver, and drop the database."""
     import psycopg
+
+    # A SIGTERM (a stopped run) unwinds through the cleanup below, as Ctrl-C does:
+    # its default would leave the receiver and the pollers running, on the port.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     def drop() -> None:
         with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
