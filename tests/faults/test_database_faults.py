@@ -35,10 +35,11 @@ def _terminate_pollers(cluster: Cluster, times: int = 3) -> None:
         killed, at_kill = sql(TERMINATE_SQL, [list(cluster.pollers)])[0]
         # The in-flight batches (their write-backs fail): those there when the backends
         # died, and any a read that was committing then added.
-        batches = {int(batch): len(ids.split(",")) for batch, ids in (at_kill or {}).items()}
+        ids_of = {int(batch): ids.split(",") for batch, ids in (at_kill or {}).items()}
+        batches = {batch: len(ids) for batch, ids in ids_of.items()}
         after = cluster.batches()
         window.in_flight = sum({**batches, **after}.values())
-        window.jobs = [i for ids in (at_kill or {}).values() for i in ids.split(",")]
+        window.jobs = [i for ids in ids_of.values() for i in ids]
         window.note = f"at kill {sorted(batches)}; after {sorted(after)}"
         cluster.fault_end(window)
         assert killed >= 1
