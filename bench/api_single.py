@@ -10,6 +10,11 @@ stack: gunicorn + Django's middleware, no database), and the CPU per request of
 gunicorn's workers and of the database's backends (read from /proc). Stops
 gunicorn and drops the database at the end.
 
+A fourth kind, ``floor`` (``POST /bench/floor``, served by ``bench/_floorwsgi.py``,
+which gunicorn runs in front of the service), is the create's database round trip
+behind the bare stack: the same two statements, none of the create's Python.
+``create_to_floor`` is the create's rate as a share of it.
+
     .venv/bin/python bench/api_single.py
     .venv/bin/python bench/api_single.py --seconds 5 --clients 32
 
@@ -34,9 +39,12 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._floorwsgi import FLOOR_PATH  # noqa: E402
 from bench.api_ingest import drop_database, manage, recreate_database, wait_for_port  # noqa: E402
 
 HOST = "127.0.0.1"
+# The service behind gunicorn, plus the floor's URL (see the docstring).
+FLOOR_APP = "bench._floorwsgi:application"
 
 
 def parse_args() -> argparse.Namespace:
@@ -218,7 +226,7 @@ def main() -> int:
         manage(env, "partitions", "--ensure", "--days", "3")
         key = manage(env, "create_api_key", "--team", "bench").splitlines()[-2].split(": ", 1)[1]
         server = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "sendlater_site.wsgi"],
+            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", FLOOR_APP],
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -235,6 +243,7 @@ def main() -> int:
             "healthz": request_bytes("GET", "/healthz", key),
             "read": request_bytes("GET", f"/api/v1/jobs/{job_id}", key),
             "create": create,
+            "floor": request_bytes("POST", FLOOR_PATH, key, body),
         }
         # Warm every worker (imports, connections, the key cache) before measuring.
         for raw in kinds.values():
@@ -252,6 +261,9 @@ def main() -> int:
             base = len(totals["healthz"].latencies) / args.seconds
             for name, total in totals.items():
                 total.report(f"[{name},c={clients}]", args.seconds, base)
+            created, floor = len(totals["create"].latencies), len(totals["floor"].latencies)
+            if floor:
+                print(f"create_to_floor[c={clients}]: {created / floor:.2f}")
     finally:
         if server is not None:
             server.terminate()

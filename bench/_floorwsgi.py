@@ -1,0 +1,105 @@
+"""Benchmark-only WSGI application: the service, plus ``POST /bench/floor``.
+
+``bench/api_single.py`` runs gunicorn with this module instead of
+``sendlater_site.wsgi``. Every other URL goes to the service's own application
+(the front door, then Django). ``/bench/floor`` is the create's database work
+behind the bare stack: gunicorn reads the request and its body, and the request's
+count and a job's guarded INSERT go to PostgreSQL in one round trip, as the
+single-job create sends them (``scheduling.api.fastpath._create_in_one_trip``). The
+statements, tables and indexes are the create's. There is no key check, no body
+parsing or validation, no Job built and no JSON rendered. The answer is a constant.
+
+So ``create / floor`` in the same run is how much of the create's rate its own
+Python costs, on top of the database round trip that any create must make.
+
+Importing this module sets nothing up (the benchmark's own process imports
+``FLOOR_PATH``); Django is set up by the first call, in gunicorn's worker. The
+floor counts in the database, so it has no meaning with ``--throttle-store cache``.
+
+The INSERT is made once per worker from the request's body (``job_write_one``). Each
+call then sends it again with a new job id. Its count uses the window of that first
+call, so the guard keeps holding.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+FLOOR_PATH = "/bench/floor"
+_ANSWER = b'{"floor":true}'
+_made: dict[str, Any] = {}
+_making = threading.Lock()
+
+
+def application(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+    from sendlater_site.wsgi import application as service  # Django set up on first call
+
+    if environ.get("PATH_INFO") != FLOOR_PATH or environ["REQUEST_METHOD"] != "POST":
+        return service(environ, start_response)
+    body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+    statements = _statements(body)
+    from scheduling.storage.prepared import prepared_pipeline
+
+    outcomes = prepared_pipeline(statements)
+    if outcomes is None or not isinstance(outcomes[1], tuple):
+        start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
+        return [f"the floor's INSERT did not write: {outcomes!r}".encode()]
+    start_response(
+        "201 Created",
+        [("Content-Type", "application/json"), ("Content-Length", str(len(_ANSWER)))],
+    )
+    return [_ANSWER]
+
+
+def _statements(body: bytes) -> list[tuple[str, list[object]]]:
+    """The count and the INSERT, the latter with a new job id."""
+    from scheduling.storage.jobinsert import new_job_ids
+
+    if not _made:
+        with _making:
+            if not _made:
+                _made.update(_make(body))
+    params = list(_made["params"])
+    params[_made["id_at"]] = new_job_ids(1)[0]
+    return [_made["count"], (_made["sql"], params)]
+
+
+def _make(body: bytes) -> dict[str, Any]:
+    from django.utils import timezone
+
+    from scheduling import services
+    from scheduling.api import ratelimit
+    from scheduling.api.bulkplain import job_create_plain
+    from scheduling.api.serializers import job_spec_from
+    from scheduling.api.throttling import budget_of
+    from scheduling.models import Team
+
+    team = Team.objects.order_by("pk").last()
+    valid = job_create_plain(json.loads(body))
+    if team is None or valid is None:
+        raise RuntimeError("the floor needs a team and a plain create body")
+    budget = budget_of("jobs", team.pk)
+    if budget is None:
+        raise RuntimeError("the floor needs the jobs budget (SENDLATER_THROTTLE_JOBS)")
+    guard_sql, guard_params = ratelimit.within_budget(
+        budget.key, budget.window_end, budget.num_requests
+    )
+    write = services.job_write_one(
+        team=team,
+        spec=job_spec_from(valid),
+        now=timezone.now(),
+        guard_sql=guard_sql,
+        guard_params=guard_params,
+    )
+    if write is None:
+        raise RuntimeError("the floor's INSERT could not be made")
+    (id_at,) = [i for i, value in enumerate(write.params) if str(value) == str(write.job.id)]
+    return {
+        "count": ratelimit.counting(budget.key, budget.window_end),
+        "sql": write.sql,
+        "params": write.params,
+        "id_at": id_at,
+    }
