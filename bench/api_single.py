@@ -30,9 +30,11 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -221,6 +223,10 @@ def main() -> int:
         env["CACHE_URL"] = args.cache_url
     recreate_database(args.pg, args.database)
     server = None
+    # gunicorn's log goes to a file: a pipe read only at the end would fill up with
+    # error lines and block the workers that write them (the run would hang). Closed
+    # (and so removed) by _report_errors.
+    log = tempfile.NamedTemporaryFile("w+", prefix="api-single-gunicorn-")  # noqa: SIM115
     try:
         manage(env, "migrate", "--noinput", "-v", "0")
         manage(env, "partitions", "--ensure", "--days", "3")
@@ -230,8 +236,7 @@ def main() -> int:
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
+            stderr=log,
         )
         wait_for_port(args.port)
         due = (datetime.now(UTC) + timedelta(days=1)).isoformat()
@@ -272,7 +277,19 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 server.kill()
         drop_database(args.pg, args.database)
+        _report_errors(log)
     return 0
+
+
+def _report_errors(log: Any) -> None:
+    """Print how many tracebacks gunicorn logged, and the last one (none is the rule)."""
+    log.seek(0)
+    text = log.read()
+    log.close()
+    errors = text.count("Traceback (most recent call last)")
+    if errors:
+        print(f"gunicorn_tracebacks: {errors}")
+        print(text[text.rindex("Traceback (most recent call last)") :][-3000:], file=sys.stderr)
 
 
 async def _one(port: int, raw: bytes) -> bytes:
