@@ -34,15 +34,14 @@ _making = threading.Lock()
 
 
 def application(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
-    from sendlater_site.wsgi import application as service  # Django set up on first call
-
+    if not _made:
+        with _making:
+            if not _made:
+                _made.update(_imported())
     if environ.get("PATH_INFO") != FLOOR_PATH or environ["REQUEST_METHOD"] != "POST":
-        return service(environ, start_response)
+        return _made["service"](environ, start_response)
     body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
-    statements = _statements(body)
-    from scheduling.storage.prepared import prepared_pipeline
-
-    outcomes = prepared_pipeline(statements)
+    outcomes = _made["prepared_pipeline"](_statements(body))
     if outcomes is None or not isinstance(outcomes[1], tuple):
         start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
         return [f"the floor's INSERT did not write: {outcomes!r}".encode()]
@@ -53,25 +52,42 @@ def application(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]
     return [_ANSWER]
 
 
-def _statements(body: bytes) -> list[tuple[str, list[object]]]:
-    """The count and the INSERT, the latter with a new job id, both in the budget's
-    current window (as a create's: the guard reads the count of that window)."""
+def _imported() -> dict[str, Any]:
+    """The service (Django set up, in gunicorn's worker) and what the floor calls."""
+    from sendlater_site.wsgi import application as service  # first: sets Django up
+
+    # isort: split
     from scheduling.api import ratelimit
     from scheduling.api.throttling import budget_of
     from scheduling.storage.jobinsert import new_job_ids
+    from scheduling.storage.prepared import prepared_pipeline
 
-    if not _made:
+    return {
+        "service": service,
+        "prepared_pipeline": prepared_pipeline,
+        "ratelimit": ratelimit,
+        "budget_of": budget_of,
+        "new_job_ids": new_job_ids,
+    }
+
+
+def _statements(body: bytes) -> list[tuple[str, list[object]]]:
+    """The count and the INSERT, the latter with a new job id, both in the budget's
+    current window (as a create's: the guard reads the count of that window)."""
+    made = _made
+    if "sql" not in made:
         with _making:
-            if not _made:
-                _made.update(_make(body))
-    budget = budget_of("jobs", _made["team_pk"])
+            if "sql" not in made:
+                made.update(_make(body))
+    ratelimit = made["ratelimit"]
+    budget = made["budget_of"]("jobs", made["team_pk"])
     if budget is None:
         raise RuntimeError("the floor needs the jobs budget (SENDLATER_THROTTLE_JOBS)")
     _, guard = ratelimit.within_budget(budget.key, budget.window_end, budget.num_requests)
-    params = list(_made["params"])
-    params[_made["id_at"]] = new_job_ids(1)[0]
+    params = list(made["params"])
+    params[made["id_at"]] = made["new_job_ids"](1)[0]
     params[-len(guard) :] = guard
-    return [ratelimit.counting(budget.key, budget.window_end), (_made["sql"], params)]
+    return [ratelimit.counting(budget.key, budget.window_end), (made["sql"], params)]
 
 
 def _make(body: bytes) -> dict[str, Any]:
