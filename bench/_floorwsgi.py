@@ -17,31 +17,29 @@ Importing this module sets nothing up (the benchmark's own process imports
 floor counts in the database, so it has no meaning with ``--throttle-store cache``.
 
 The INSERT is made once per worker from the request's body (``job_write_one``). Each
-call then sends it again with a new job id and the budget's current window.
+call then sends it again with a new job id and the budget's current window. (Two
+threads of a worker may both make it on their first call; either one will do.)
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import threading
 from collections.abc import Iterable
 from typing import Any
 
 FLOOR_PATH = "/bench/floor"
 _ANSWER = b'{"floor":true}'
-_made: dict[str, Any] = {}
-_making = threading.Lock()
 
 
 def application(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
-    if not _made:
-        with _making:
-            if not _made:
-                _made.update(_imported())
+    service = _service()
     if environ.get("PATH_INFO") != FLOOR_PATH or environ["REQUEST_METHOD"] != "POST":
-        return _made["service"](environ, start_response)
+        return service(environ, start_response)
+    from scheduling.storage.prepared import prepared_pipeline
+
     body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
-    outcomes = _made["prepared_pipeline"](_statements(body))
+    outcomes = prepared_pipeline(_statements(body))
     if outcomes is None or not isinstance(outcomes[1], tuple):
         start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
         return [f"the floor's INSERT did not write: {outcomes!r}".encode()]
@@ -52,46 +50,36 @@ def application(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]
     return [_ANSWER]
 
 
-def _imported() -> dict[str, Any]:
-    """The service (Django set up, in gunicorn's worker) and what the floor calls."""
-    from sendlater_site.wsgi import application as service  # first: sets Django up
+@functools.cache
+def _service() -> Any:
+    """The service's WSGI application; importing it sets Django up."""
+    from sendlater_site.wsgi import application as service
 
-    # isort: split
-    from scheduling.api import ratelimit
-    from scheduling.api.throttling import budget_of
-    from scheduling.storage.jobinsert import new_job_ids
-    from scheduling.storage.prepared import prepared_pipeline
-
-    return {
-        "service": service,
-        "prepared_pipeline": prepared_pipeline,
-        "ratelimit": ratelimit,
-        "budget_of": budget_of,
-        "new_job_ids": new_job_ids,
-    }
+    return service
 
 
 def _statements(body: bytes) -> list[tuple[str, list[object]]]:
     """The count and the INSERT, the latter with a new job id, both in the budget's
     current window (as a create's: the guard reads the count of that window)."""
-    made = _made
-    if "sql" not in made:
-        with _making:
-            if "sql" not in made:
-                made.update(_make(body))
-    ratelimit = made["ratelimit"]
-    budget = made["budget_of"]("jobs", made["team_pk"])
+    from scheduling.api import ratelimit
+    from scheduling.api.throttling import budget_of
+    from scheduling.storage.jobinsert import new_job_ids
+
+    team_pk, sql, template, id_at = _insert(body)
+    budget = budget_of("jobs", team_pk)
     if budget is None:
         raise RuntimeError("the floor needs the jobs budget (SENDLATER_THROTTLE_JOBS)")
     _, guard = ratelimit.within_budget(budget.key, budget.window_end, budget.num_requests)
-    params = list(made["params"])
-    params[made["id_at"]] = made["new_job_ids"](1)[0]
+    params = list(template)
+    params[id_at] = new_job_ids(1)[0]
     params[-len(guard) :] = guard
-    return [ratelimit.counting(budget.key, budget.window_end), (made["sql"], params)]
+    return [ratelimit.counting(budget.key, budget.window_end), (sql, params)]
 
 
-def _make(body: bytes) -> dict[str, Any]:
-    """The INSERT of a job of ``body`` for the last team (the benchmark's)."""
+@functools.cache
+def _insert(body: bytes) -> tuple[object, str, tuple[object, ...], int]:
+    """The INSERT of a job of ``body`` for the last team (the benchmark's): the team,
+    the statement, its parameters and where the job id sits among them."""
     from django.utils import timezone
 
     from scheduling import services
@@ -117,4 +105,4 @@ def _make(body: bytes) -> dict[str, Any]:
     if write is None:
         raise RuntimeError("the floor's INSERT could not be made")
     (id_at,) = [i for i, value in enumerate(write.params) if str(value) == str(write.job.id)]
-    return {"team_pk": team.pk, "sql": write.sql, "params": write.params, "id_at": id_at}
+    return team.pk, write.sql, tuple(write.params), id_at
