@@ -34,7 +34,7 @@ async def request_read(reader: asyncio.StreamReader) -> tuple[str, dict[str, str
 
 def pollers_stop(children: list[subprocess.Popen[bytes]]) -> None:
     """Stop the poller processes in ``children`` (SIGTERM, then the grace) and forget them."""
-    from polling.procs import processes_stop
+    from polling.common.processes import processes_stop
 
     processes_stop(children, grace_seconds=30)
     children.clear()

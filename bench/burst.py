@@ -68,7 +68,7 @@ def parse() -> argparse.Namespace:
 
 
 def stop_children() -> None:
-    from polling.procs import processes_stop
+    from polling.common.processes import processes_stop
 
     processes_stop(_children, grace_seconds=30)
     _children.clear()

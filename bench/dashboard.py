@@ -54,7 +54,7 @@ def load(args: argparse.Namespace, now: datetime) -> None:
     from django.db import connection
 
     from polling.models import Poller, ShardCheckpoint, ShardLease
-    from polling.services import shard_rows_ensure
+    from polling.ownership.registration import shard_rows_ensure
     from scheduling import keys
     from scheduling.models import Bucket, ShardCountSchedule, Team
 

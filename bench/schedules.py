@@ -12,7 +12,7 @@ Usage (from the repository root, PostgreSQL on 127.0.0.1:5432):
    instants lie after the materialization phase (``--lead``), so the pollers start
    before anything is due.
 2. Materialization rate: one planner in this process owns every shard (leases taken
-   as a poller takes them) and calls ``polling.schedules.schedules_materialize``
+   as a poller takes them) and calls ``polling.upkeep.schedules.schedules_materialize``
    until every schedule is planned ``2 * SENDLATER_SCHEDULE_AHEAD_SECONDS`` ahead;
    prints occurrences per second (wall time of the calls, bulk COPY included).
 3. Delivery: releases those leases, starts P ``runpoller`` processes (handler
@@ -62,7 +62,7 @@ def parse() -> argparse.Namespace:
 
 
 def stop_children() -> None:
-    from polling.procs import processes_stop
+    from polling.common.processes import processes_stop
 
     processes_stop(_children, grace_seconds=30)
     _children.clear()
@@ -158,8 +158,9 @@ def create_schedules(args: argparse.Namespace) -> None:
 
 
 def materialization_rate(args: argparse.Namespace) -> None:
-    from polling import claims, services
-    from polling.schedules import schedules_materialize
+    from polling.ownership import registration as services
+    from polling.reading import take as claims
+    from polling.upkeep.schedules import schedules_materialize
     from scheduling.clock import db_now
     from scheduling.models import ScheduleOccurrence
 

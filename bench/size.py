@@ -4,7 +4,7 @@ On the service's own schema (migrated, partitioned, one partition per day) in th
 scratch database ``sendlater_bench_scale_size``:
 
 1. claim rate: D jobs due in one past bucket are claimed and written back as
-   delivered with the service's statements (``polling.claims.batch_take`` +
+   delivered with the service's statements (``polling.reading.take.batch_take`` +
    ``write_back``, 1,000-row batches, 64 shards, one process), first with 100,000
    future jobs stored over the next 30 days, then with F (default 10,000,000);
    rows are generated server-side (``INSERT ... SELECT generate_series``), the
@@ -78,8 +78,8 @@ def settle() -> None:
 def claim_rate(bucket, now, batch: int) -> float:
     from django.db import transaction
 
-    from polling import claims
-    from polling.claims import Result
+    from polling.reading import take as claims
+    from polling.reading.take import Result
 
     epochs = claims.lease_acquire(
         owner="bench", shards=range(SHARDS), now=now, until=now + timedelta(hours=1)
@@ -108,8 +108,8 @@ def claim_rate(bucket, now, batch: int) -> float:
 def catch_up(now) -> float:
     from django.db import connection
 
+    from polling.engine.poller import Poller
     from polling.models import ShardCheckpoint
-    from polling.poller import Poller
     from scheduling import keys
     from scheduling.models import Bucket
 
@@ -162,7 +162,7 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connections
 
-    from polling.services import shard_rows_ensure
+    from polling.ownership.registration import shard_rows_ensure
     from scheduling import keys
     from scheduling.clock import db_now
     from scheduling.models import Team

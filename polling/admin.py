@@ -1,7 +1,7 @@
 """Admin for pollers, leases and checkpoints: read-only rows, console actions.
 
 Rows never change through a form; the ownership actions (polling.console.actions)
-go through polling.services and its fenced statements, gated by move_shards.
+go through polling.ownership.registration and its fenced statements, gated by move_shards.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from scheduling.models import Schedule
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """Lease and checkpoint rows change only through polling.claims (fenced)."""
+    """Lease and checkpoint rows change only through polling.reading.take (fenced)."""
 
     def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
         return [f.name for f in self.model._meta.fields]

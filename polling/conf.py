@@ -44,7 +44,7 @@ def writeback_seconds() -> float:
 
 def rescan_seconds() -> float:
     """How often a poller re-reads a (shard, bucket) with jobs in flight from its start,
-    for rows written behind its read cursor (late writes); ``polling.cursors``."""
+    for rows written behind its read cursor (late writes); ``polling.reading.cursors``."""
     return float(settings.SENDLATER_RESCAN_MILLISECONDS) / 1000
 
 

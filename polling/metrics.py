@@ -18,7 +18,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from polling.writeback import Result
+    from polling.writing.writeback import Result
 
 DELIVERIES = Counter(
     "sendlater_deliveries_total",
@@ -41,7 +41,7 @@ LEASES_LOST = Counter(
 )
 WINDOWS_BUSY = Counter(
     "sendlater_window_lock_waits_abandoned_total",
-    "Reads that gave a shard's window lock up after the bounded wait (polling.stallbound).",
+    "Reads that gave a shard's window lock up after the bounded wait (the stall bounds).",
 )
 FENCED_REJECTED = Counter(
     "sendlater_fenced_writes_rejected_total",
@@ -64,7 +64,7 @@ class ShardLagCollector(Collector):
         return iter(self._families())
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        from polling.selectors import shard_lag_list
+        from polling.reading.lag import shard_lag_list
         from scheduling.clock import db_now
 
         lag, backlog, oldest, in_flight = self._families()

@@ -1,7 +1,7 @@
 """Pollers, their shard leases (with fencing epochs) and per-shard checkpoints.
 
-Rows change only through ``polling.claims`` (the fenced statements) and the
-services in ``polling.services``; the admin shows them read-only.
+Rows change only through ``polling.reading.take`` (the fenced statements) and the
+services in ``polling.ownership.registration``; the admin shows them read-only.
 """
 
 from __future__ import annotations

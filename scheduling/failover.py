@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 READ_ONLY_SQLSTATE = "25006"  # read_only_sql_transaction
 # The server is shutting down or starting up (admin_shutdown, crash_shutdown,
 # cannot_connect_now), or ended the session for idling in a transaction
-# (idle_in_transaction_session_timeout, polling.stallbound): the connection is as
+# (idle_in_transaction_session_timeout, polling.ownership.stall_bounds): the connection is as
 # good as gone.
 GONE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "25P03"})
 

@@ -9,7 +9,7 @@ and answer 409 for those, as they did for a claimed row.
 The lock order that makes the check exact (docs/pollers.md, "In flight"):
 
 - a poller takes a batch in one transaction: the shard's window lock in exclusive
-  mode (``polling.claims.batch_take``), then the read, then the batch row;
+  mode (``polling.reading.take.batch_take``), then the read, then the batch row;
 - a cancel or reschedule holds the job's row lock (``SELECT ... FOR UPDATE``), then
   takes the shard's window lock in shared mode, then looks for the id in the
   shard's batches, then changes the row, all in one transaction;

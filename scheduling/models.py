@@ -191,7 +191,7 @@ class InFlightBatch(models.Model):
     """A batch of jobs a poller has read and handed to its sinks, not yet written back.
 
     The lease is the lock: a shard's owner reads its due pending rows without
-    changing them and records one of these per batch (``polling.claims.batch_take``),
+    changing them and records one of these per batch (``polling.reading.take.batch_take``),
     then writes each job once, when its outcome is known. Cancel and reschedule
     consult it to answer 409 for a job in flight (``scheduling.inflight``). Rows of
     an epoch no longer current are deleted by the shard's next owner.

@@ -1,5 +1,5 @@
 """Recurring schedules' rows: the schedule and its ledger of materialized instants
-(``scheduling.schedules`` writes them, ``polling.schedules`` plans from them)."""
+(``scheduling.schedules`` writes them, ``polling.upkeep.schedules`` plans from them)."""
 
 from __future__ import annotations
 

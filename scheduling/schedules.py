@@ -1,7 +1,7 @@
 """Recurring schedules: writes (create, update, pause, resume, delete) and reads.
 
 A schedule never delivers anything itself: the pollers turn each occurrence into an
-ordinary job ahead of time (``polling.schedules``), idempotently per (schedule,
+ordinary job ahead of time (``polling.upkeep.schedules``), idempotently per (schedule,
 instant) through the ``ScheduleOccurrence`` ledger. Here the API's changes move the
 planning cursor (``next_at``) and bump ``version``, so a planner that read the row
 before the change writes nothing (its compare-and-set fails).

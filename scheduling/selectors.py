@@ -57,7 +57,7 @@ def job_of_team(*, team: Team, job_id: uuid.UUID, job: Job | None) -> Job:
 def delivery_attempt_list(*, job: Job) -> list[DeliveryAttempt]:
     """The job's delivery attempts, oldest first (indexed by job and attempt).
 
-    Failed attempts are rows; a successful one writes no row (``polling.attempts``):
+    Failed attempts are rows; a successful one writes no row (``polling.writing.attempts``):
     a delivered job's last attempt is read from the job itself and comes last.
     """
     attempts = list(DeliveryAttempt.objects.filter(job=job).order_by("started_at", "attempt", "id"))

@@ -349,7 +349,7 @@ SENDLATER_POLL_INTERVAL_SECONDS = env.float("SENDLATER_POLL_INTERVAL_SECONDS", d
 SENDLATER_BATCH_SIZE = env.int("SENDLATER_BATCH_SIZE", default=500)
 # Handler threads per poller (in-process handlers run on a pool of this size).
 SENDLATER_CONCURRENCY = env.int("SENDLATER_CONCURRENCY", default=8)
-# The dispatch pipeline (polling.pipeline): jobs in flight per poller (read, not yet
+# The dispatch pipeline (polling.engine.pipeline): jobs in flight per poller (read, not yet
 # written back: the duplicate bound of a crash), and results written back in groups of
 # up to this many, or after this many milliseconds, whichever comes first.
 SENDLATER_WINDOW = env.int("SENDLATER_WINDOW", default=4000)

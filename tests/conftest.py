@@ -30,7 +30,7 @@ def _fresh_api_key_cache() -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def _fresh_db_time() -> Iterator[None]:
     # A poller anchors the process-wide database clock, maybe to a test's made-up time.
-    from polling.dbtime import DB_TIME
+    from polling.common.database_time import DB_TIME
 
     DB_TIME.reset()
     yield

@@ -1,9 +1,9 @@
 """Ownership moves as admin actions, in the shape of Django's ``delete_selected``.
 
 Each action first renders a confirmation page asking for a reason (and, for a
-pin, the target poller); the confirmed POST calls ``polling.services`` once per
+pin, the target poller); the confirmed POST calls ``polling.ownership.registration`` once per
 object, writes a LogEntry with the reason, and returns to the dashboard. Nothing
-here updates a lease row itself: the fenced statements in ``polling.claims`` do.
+here updates a lease row itself: the fenced statements in ``polling.reading.take`` do.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from polling import services
 from polling.console.audit import audit
 from polling.console.permissions import can_move
 from polling.models import Poller, PollerState, ShardLease
+from polling.ownership import registration as services
 from scheduling import conf as scheduling_conf
 from scheduling.clock import db_now
 

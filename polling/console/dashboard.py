@@ -15,7 +15,7 @@ from django.db.models import Case, Count, DateTimeField, F, Min, Q, Value, When
 from django.db.models.functions import TruncMinute
 
 from polling.models import Poller, PollerState, ShardCheckpoint, ShardLease
-from polling.selectors import ShardLag, shard_lag_seconds
+from polling.reading.lag import ShardLag, shard_lag_seconds
 from scheduling import conf as scheduling_conf
 from scheduling import keys
 from scheduling.inflight import in_flight_by_shard

@@ -2,7 +2,7 @@
 
 A pipelined sink takes jobs with ``submit(jobs, done)`` and returns at once; it
 calls ``done(job, outcome)`` once per job, from any thread, as each delivery
-completes (``polling.pipeline`` collects them and writes them back in groups). A
+completes (``polling.engine.pipeline`` collects them and writes them back in groups). A
 simple sink has only ``deliver(jobs) -> outcomes`` and answers a batch before it
 returns (test sinks, custom sinks); the pipeline runs it inline. Sinks must not
 raise for a single job's failure: that is an Outcome with ``result="retry"`` (or
@@ -43,7 +43,7 @@ class ClaimedJob:
     # in-flight batch (``scheduling.models.InFlightBatch``).
     epoch: int = 0
     batch: int = 0
-    # Flow control (``polling.flowdraw``): the job's key, the FlowControl id whose
+    # Flow control (``polling.flow.admission``): the job's key, the FlowControl id whose
     # slot it holds until its write-back (0: none) and its rate slot (None: now).
     flow_key: str | None = None
     flow: int = 0

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 from django.db import close_old_connections
 
-from polling.dbtime import DB_TIME
+from polling.common.database_time import DB_TIME
 from polling.dispatch.base import ClaimedJob, Done, Outcome, deliver_all
-from polling.renewer import PROGRESS
+from polling.ownership.renewer import PROGRESS
 from scheduling import handlers
 
 logger = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from polling.dbtime import DB_TIME
+from polling.common.database_time import DB_TIME
 from scheduling.models import Team
 
 SecretsLookup = Callable[[Iterable[int]], dict[int, list[str]]]

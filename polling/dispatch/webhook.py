@@ -21,12 +21,12 @@ from email.utils import parsedate_to_datetime
 import orjson
 from django.conf import settings
 
-from polling.dbtime import DB_TIME
+from polling.common.database_time import DB_TIME
 from polling.dispatch.base import ClaimedJob, Done, Outcome, deliver_all
 from polling.dispatch.hostguard import HostGuard
 from polling.dispatch.team_secrets import SecretsLookup, team_signing_secrets
 from polling.dispatch.transport import Outgoing, Reply, TransportProcess
-from polling.renewer import PROGRESS
+from polling.ownership.renewer import PROGRESS
 from scheduling import conf
 from scheduling.clock import iso_utc
 

@@ -4,5 +4,5 @@ A job, bulk item or schedule may name a ``flow_control_key``; a team sets limits
 its keys (``FlowControl``). The pollers enforce them for the whole service through
 the key's row: rate tokens are drawn from it (``tat``, the next free slot of a
 paced schedule) and deliveries in flight are counted in ``FlowSlot`` rows, one per
-poller holding some. ``polling.flowgate`` is the pollers' side.
+poller holding some. ``polling.flow.gate`` is the pollers' side.
 """

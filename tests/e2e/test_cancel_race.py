@@ -18,8 +18,8 @@ from datetime import timedelta
 import pytest
 from django.db import connection, transaction
 
-from polling import claims
-from polling.services import shard_rows_ensure
+from polling.ownership.registration import shard_rows_ensure
+from polling.reading import take as claims
 from scheduling import cancels, services
 from scheduling.clock import db_now
 from scheduling.errors import JobNotPending

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from polling.assignment import assignment
 from polling.models import ShardLease
+from polling.ownership.assignment import assignment
 from scheduling.clock import db_now
 from scheduling.inflight import WINDOW_LOCK_CLASS, ids_parse
 from scheduling.models import InFlightBatch, Job
@@ -222,7 +222,7 @@ def process_stopped(proc: subprocess.Popen) -> bool:
 def test_poller_stopped_inside_a_read_holds_no_one_up(procs, tmp_path) -> None:
     """A poller stopped while it holds a shard's window lock (inside ``batch_take``'s
     transaction): PostgreSQL ends its session after a lease idle in the transaction
-    (``polling.stallbound``), so the next owner reads and delivers that shard's jobs
+    (``polling.ownership.stall_bounds``), so the next owner reads and delivers that shard's jobs
     while the stopped process is still stopped; waking, the stopped poller writes
     nothing (its connection is gone) and exits cleanly."""
     schedule(10, start_in=-1, over=0.5)

@@ -12,8 +12,9 @@ from datetime import timedelta
 
 import pytest
 
-from polling import claims, services
-from polling.writeback import Result, write_back
+from polling.ownership import registration as services
+from polling.reading import take as claims
+from polling.writing.writeback import Result, write_back
 from scheduling import keys
 from scheduling.clock import db_now
 from scheduling.models import Job, JobStatus

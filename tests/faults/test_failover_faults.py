@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from polling.poller import FAILURE_BACKOFF_CAP_SECONDS
+from polling.engine.poller import FAILURE_BACKOFF_CAP_SECONDS
 from tests.faults.cluster import BATCH_SIZE, Cluster, sql
 from tests.faults.conftest import RESULTS, report_and_assert
 from tests.faults.invariants import LAG_TARGET_SECONDS, check

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from polling import services
+from polling.ownership import registration as services
 from scheduling import keys
 from scheduling.clock import db_now
 from scheduling.cutovers import cutover_earliest, cutover_schedule

@@ -118,7 +118,7 @@ def test_batch_slower_than_the_lease_keeps_its_lease(make_cluster, seed: int) ->
     (25 rows, 8 at a time) lasts 3.6 s, longer than the 3 s lease. The poller must
     keep its lease through it: a lost lease fences out the write-back and the next
     owner delivers the batch again, round after round (regression: the background
-    lease renewer, polling/renewer.py). Nothing is in flight "by fault": bound 0."""
+    lease renewer, polling/ownership/renewer.py). Nothing is in flight "by fault": bound 0."""
     cluster = make_cluster(shards=4)
 
     def slow_receiver(c: Cluster) -> None:

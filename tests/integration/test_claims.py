@@ -1,4 +1,4 @@
-"""The fenced statements of polling.claims, on SQLite and PostgreSQL."""
+"""The fenced statements of polling.reading.take, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from datetime import timedelta
 
 import pytest
 
-from polling import claims
-from polling.claims import Result
 from polling.models import ShardCheckpoint, ShardLease
-from polling.services import shard_rows_ensure
+from polling.ownership.registration import shard_rows_ensure
+from polling.reading import take as claims
+from polling.reading.take import Result
 from scheduling import keys
 from scheduling.inflight import job_in_flight
 from scheduling.models import InFlightBatch, Job, JobStatus

@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
 
-from polling.poller import Poller
-from polling.upkeep import PARTITIONS_PER_ITERATION
+from polling.engine.poller import Poller
+from polling.upkeep.storage import PARTITIONS_PER_ITERATION
 from scheduling import keys
 from scheduling.clock import db_now, open_bucket
 from scheduling.models import DeliveryAttempt, IdempotencyKey, Job, JobStatus, TaskRun

@@ -162,8 +162,8 @@ def _one_job_out(team):
 
 
 def test_results_of_a_lease_lost_mid_flight_are_fenced_out(team) -> None:
-    from polling import claims
     from polling.models import ShardLease
+    from polling.reading import take as claims
 
     job, sink, poller, now = _one_job_out(team)
     # Another poller takes the shard over (the lease expired meanwhile): a new epoch.

@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from polling.models import Poller, ShardCheckpoint, ShardLease
-from polling.services import poller_drain, shard_pin
+from polling.ownership.registration import poller_drain, shard_pin
 from scheduling import keys
 from scheduling.models import InFlightBatch, Job
 from scheduling.services import job_schedule_many
@@ -222,7 +222,7 @@ def test_runpoller_once_and_lag(team) -> None:
 
 
 def test_pollers_beyond_the_shard_count_are_standbys(monkeypatch, caplog) -> None:
-    from polling import selectors
+    from polling.reading import lag as selectors
 
     monkeypatch.setattr(selectors, "shard_count_max", lambda: 2)
     base = future_base()
@@ -239,7 +239,7 @@ def test_pollers_beyond_the_shard_count_are_standbys(monkeypatch, caplog) -> Non
 
 
 def test_failed_write_back_strands_nothing(team, monkeypatch) -> None:
-    from polling import claims
+    from polling.reading import take as claims
 
     base = future_base()
     ((job, _),) = job_schedule_many(
@@ -298,7 +298,7 @@ def test_a_poller_whose_machine_clock_is_5_minutes_fast_stamps_with_the_database
     database's time the poller read this iteration, not the skewed wall clock."""
     import time_machine
 
-    from polling.dbtime import DB_TIME
+    from polling.common.database_time import DB_TIME
     from polling.dispatch.handlers import HandlerSink
     from scheduling.clock import db_now
     from scheduling.selectors import delivery_attempt_list

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from polling.services import shard_rows_ensure
+from polling.ownership.registration import shard_rows_ensure
 
 pytestmark = pytest.mark.django_db
 

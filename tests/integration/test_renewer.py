@@ -6,9 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from polling import claims, services
 from polling.models import ShardLease
-from polling.renewer import DispatchProgress, LeaseRenewer
+from polling.ownership import registration as services
+from polling.ownership.renewer import DispatchProgress, LeaseRenewer
+from polling.reading import take as claims
 from scheduling.clock import db_now
 
 pytestmark = pytest.mark.django_db

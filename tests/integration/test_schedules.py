@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from polling.models import ShardLease
-from polling.schedules import (
+from polling.upkeep.schedules import (
     occurrences_write_fenced,
     plan,
     schedules_due,

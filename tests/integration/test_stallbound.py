@@ -1,4 +1,4 @@
-"""A poller's transactions are bounded (polling/stallbound.py), on PostgreSQL.
+"""A poller's transactions are bounded (polling/ownership/stall_bounds.py), on PostgreSQL.
 
 Outside a test transaction: the bounds are set by the outermost transaction only,
 as in a poller. The multi-process case (a poller stopped inside a read, another
@@ -17,10 +17,11 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 
-from polling import claims, stallbound
+from polling.common.sql import fetch_all
 from polling.models import ShardLease
-from polling.services import shard_rows_ensure
-from polling.sqlutil import fetch_all
+from polling.ownership import stall_bounds as stallbound
+from polling.ownership.registration import shard_rows_ensure
+from polling.reading import take as claims
 from scheduling import keys
 from scheduling.inflight import WINDOW_LOCK_CLASS
 from scheduling.models import InFlightBatch

@@ -225,7 +225,7 @@ def test_webhook_timestamp_and_started_at_come_from_the_database_clock(allow_loo
     """A poller anchors DB_TIME to the database's now each iteration; the sink signs
     with it, so a machine clock 10 minutes off (here: the database 10 minutes behind
     it) never reaches the receiver's ±5-minute check."""
-    from polling.dbtime import DB_TIME
+    from polling.common.database_time import DB_TIME
 
     db_reading = datetime.now(UTC) - timedelta(minutes=10)
     DB_TIME.anchor(db_reading)

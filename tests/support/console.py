@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
 from polling.models import Poller, PollerState, ShardCheckpoint, ShardLease
-from polling.services import shard_rows_ensure
+from polling.ownership.registration import shard_rows_ensure
 from scheduling import keys
 from scheduling.models import Job, JobStatus, Team
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from polling.dispatch.base import ClaimedJob, Outcome
-from polling.poller import Poller
+from polling.engine.poller import Poller
 from scheduling import keys
 from scheduling.clock import db_now
 

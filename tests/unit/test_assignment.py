@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from polling.assignment import assignment, shards_for
+from polling.ownership.assignment import assignment, shards_for
 
 
 def test_same_inputs_same_answer_and_every_shard_assigned() -> None:

@@ -1,12 +1,12 @@
-"""Read cursors (polling.cursors): where the next read of a (shard, bucket) starts."""
+"""Read cursors (polling.reading.cursors): where the next read of a (shard, bucket) starts."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from polling.cursors import RESCAN_BACKOFF, ReadCursors
 from polling.dispatch.base import ClaimedJob
+from polling.reading.cursors import RESCAN_BACKOFF, ReadCursors
 
 BUCKET = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
 
@@ -52,7 +52,7 @@ class Clock:
 
 def test_a_rescan_comes_at_the_interval_and_backs_off_while_it_finds_nothing(monkeypatch) -> None:
     clock = Clock()
-    monkeypatch.setattr("polling.cursors.time", clock)
+    monkeypatch.setattr("polling.reading.cursors.time", clock)
     cursors = ReadCursors(rescan_seconds=1.0)
     out = [job(5), job(6)]
     cursors.handed(out)

@@ -1,4 +1,4 @@
-"""Decoding JSON read back from the database (``polling.sqlutil.to_json``).
+"""Decoding JSON read back from the database (``polling.common.sql.to_json``).
 
 orjson does the common case; anything it would read differently from the
 standard library (integers beyond 64 bits, numbers beyond a double) goes to
@@ -13,7 +13,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from polling.sqlutil import to_json
+from polling.common.sql import to_json
 
 JSON = st.recursive(
     st.none()

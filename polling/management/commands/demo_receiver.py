@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from polling.demo_receiver import serve
+from polling.management.demo_receiver import serve
 
 
 class Command(BaseCommand):

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from polling import services
+from polling.ownership import registration as services
 
 logger = logging.getLogger("polling.console")
 

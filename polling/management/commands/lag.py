@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from polling.selectors import shard_lag_list
+from polling.reading.lag import shard_lag_list
 from scheduling.clock import db_now
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from polling import services
 from polling.console.actions import live_poller_names
 from polling.models import Poller, ShardLease
+from polling.ownership import registration as services
 
 logger = logging.getLogger("polling.console")
 

@@ -15,11 +15,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, connection
 from prometheus_client import start_http_server
 
-from polling import conf, stallbound
+from polling import conf
+from polling.common.log_context import ProcessContext
 from polling.dispatch.router import Router, sinks_build
-from polling.logcontext import ProcessContext
-from polling.poller import Poller
-from polling.services import PollerNameInUse
+from polling.engine.poller import Poller
+from polling.ownership import stall_bounds as stallbound
+from polling.ownership.registration import PollerNameInUse
 from scheduling import handlers
 
 logger = logging.getLogger("polling.runpoller")

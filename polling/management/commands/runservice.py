@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from polling.procs import processes_stop
+from polling.common.processes import processes_stop
 
 _STOP_GRACE_SECONDS = 30
 

@@ -1,6 +1,6 @@
 """Checkpoints and the sweep: where each shard's drained prefix ends, and stranded rows.
 
-Part of the pollers' locking statements (``polling.claims`` re-exports them): each
+Part of the pollers' locking statements (``polling.reading.take`` re-exports them): each
 function is one statement in autocommit (or the caller's transaction), takes
 ``now`` from the caller and is fenced on the lease where it writes.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from polling.sqlutil import (
+from polling.common.sql import (
     LEASE_FENCE,
     dt,
     fetch_all,

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from polling import conf
-from polling.claims import Result
 from polling.dispatch.base import ClaimedJob, Outcome, answered_in_order
+from polling.reading.take import Result
 from scheduling import keys
 from scheduling.buckets import shard_counts_record
 from scheduling.clock import open_bucket

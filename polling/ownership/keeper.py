@@ -1,16 +1,20 @@
 """The poller's leases: heartbeat and renewal every lease/3, acquire and release toward
-the assignment (a mixin of ``polling.poller.Poller``, whose state it shares)."""
+the assignment (a mixin of ``polling.engine.poller.Poller``, whose state it shares)."""
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
 
-from polling import claims, flowdraw, metrics, selectors, services
-from polling.assignment import shards_for
+from polling import metrics
+from polling.flow import admission as flowdraw
 from polling.models import PollerState
+from polling.ownership import registration as services
+from polling.ownership.assignment import shards_for
+from polling.reading import lag as selectors
+from polling.reading import take as claims
 
-logger = logging.getLogger("polling.poller")
+logger = logging.getLogger("polling.engine.poller")
 
 
 class LeaseKeeping:

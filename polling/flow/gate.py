@@ -1,4 +1,4 @@
-"""One poller's flow-control keys held back (``polling.flowdraw`` decides; this remembers).
+"""One poller's flow-control keys held back (``polling.flow.admission`` decides; this remembers).
 
 When a read finds a key over its limits (or paused), the key's jobs stay pending and
 the key is *held*: the poller's shard reads leave its rows out (``held_filter``), so
@@ -20,9 +20,9 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from polling import metrics
+from polling.common.sql import held_key
 from polling.dispatch.base import ClaimedJob
-from polling.flowdraw import FlowKey, Hold
-from polling.sqlutil import held_key
+from polling.flow.admission import FlowKey, Hold
 
 PAUSED_RECHECK_SECONDS = 1.0  # a paused key: resumed yet? anything expired?
 SLOTS_RECHECK_SECONDS = 0.1  # parallelism full: slots of other pollers may come back

@@ -40,7 +40,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 
-from polling.sqlutil import fetch_all, is_postgres
+from polling.common.sql import fetch_all, is_postgres
 from scheduling.storage.dberrors import is_lock_timeout
 
 # The longest a reader waits for a window lock (shorter with a short lease).

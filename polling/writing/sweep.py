@@ -2,7 +2,7 @@
 
 Such rows come from writes that committed after the poller had closed and passed
 their bucket (DESIGN.md, "Late writes"). Fenced on the old shard's lease
-(``polling.claims.sweep_find`` / ``sweep_move``).
+(``polling.reading.take.sweep_find`` / ``sweep_move``).
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from polling import claims, metrics
-from polling.stallbound import bounded_atomic
+from polling import metrics
+from polling.ownership.stall_bounds import bounded_atomic
+from polling.reading import take as claims
 from scheduling import keys
 from scheduling.buckets import shard_counts_record
 

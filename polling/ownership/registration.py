@@ -12,8 +12,8 @@ from datetime import datetime
 
 from django.db import transaction
 
-from polling import claims
 from polling.models import Poller, PollerState, ShardCheckpoint, ShardLease
+from polling.reading import take as claims
 
 logger = logging.getLogger(__name__)
 

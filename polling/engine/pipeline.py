@@ -3,7 +3,7 @@
 Three stages, all driven from the poller's own thread (the only one that touches
 its database connection):
 
-1. **submit** — jobs read (``polling.claims.batch_take``) enter the window and go
+1. **submit** — jobs read (``polling.reading.take.batch_take``) enter the window and go
    to the sink, which returns at once (a pipelined sink) and reports each outcome
    from its own thread as the delivery ends. Jobs already expired never reach the sink.
 2. **collect** — outcomes that have arrived move from the sink's threads to the
@@ -18,7 +18,7 @@ its database connection):
 The window (``window`` jobs: read and not yet written back) bounds what a crash
 can deliver twice. Each write is fenced per row on the lease epoch the job was
 read under, so results of a shard whose lease was lost are refused and reported.
-The read cursors (``polling.cursors``) keep the next read of a shard past the
+The read cursors (``polling.reading.cursors``) keep the next read of a shard past the
 jobs it already has in flight, which are still pending rows.
 """
 
@@ -32,16 +32,17 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from polling import claims, metrics
-from polling.attempts import attempts_record
-from polling.cursors import ReadCursors
+from polling import metrics
+from polling.common.failpoints import failpoint
 from polling.dispatch.base import ClaimedJob, Outcome, is_pipelined
-from polling.failpoints import failpoint
-from polling.flowdraw import slots_give
-from polling.flowgate import FlowGate
-from polling.renewer import PROGRESS
-from polling.retries import results_build
-from polling.stallbound import bounded_atomic
+from polling.flow.admission import slots_give
+from polling.flow.gate import FlowGate
+from polling.ownership.renewer import PROGRESS
+from polling.ownership.stall_bounds import bounded_atomic
+from polling.reading import take as claims
+from polling.reading.cursors import ReadCursors
+from polling.writing.attempts import attempts_record
+from polling.writing.retries import results_build
 
 logger = logging.getLogger(__name__)
 

@@ -1,21 +1,22 @@
-"""The poller's reads of held flow-control keys (``polling.flowgate``): a mixin of
-``polling.poller.Poller``, whose state it shares."""
+"""The poller's reads of held flow-control keys (``polling.flow.gate``): a mixin of
+``polling.engine.poller.Poller``, whose state it shares."""
 
 from __future__ import annotations
 
 import logging
 from datetime import timedelta
 
-from polling import claims, metrics
+from polling import metrics
+from polling.reading import take as claims
 
-logger = logging.getLogger("polling.poller")
+logger = logging.getLogger("polling.engine.poller")
 
 
 class HeldKeyReads:
     """Held keys' reads: the poller's attributes (``pipeline``, ``leases``, ...) are used."""
 
     def _read_held_keys(self) -> None:
-        """Read the held flow-control keys that may go again (``polling.flowgate``)."""
+        """Read the held flow-control keys that may go again (``polling.flow.gate``)."""
         gate = self.pipeline.gate
         for key, reason, take in gate.due(self._now(), self.batch_size):
             if self.stopping.is_set() or not self.leases or not self._room_for_a_batch():

@@ -1,7 +1,7 @@
 """The read of a held flow-control key: its due jobs on the reader's shards, in due
-order, recorded in flight (one batch per shard) through ``polling.flowdraw``.
+order, recorded in flight (one batch per shard) through ``polling.flow.admission``.
 
-One of the pollers' locking statements (``polling.claims`` re-exports it), with the
+One of the pollers' locking statements (``polling.reading.take`` re-exports it), with the
 same contract as ``claims.batch_take``: one short transaction, the window locks
 first, fenced on the leases.
 """
@@ -12,11 +12,11 @@ from collections.abc import Container
 from datetime import datetime
 from uuid import UUID
 
-from polling import flowdraw
-from polling.claims import TAKE_COLUMNS, Taken, batch_record, job_of, rows_typed
+from polling.common.sql import dt, fetch_all, is_postgres, placeholders, to_dt
 from polling.dispatch.base import ClaimedJob
-from polling.sqlutil import dt, fetch_all, is_postgres, placeholders, to_dt
-from polling.stallbound import LOCK_BOUND_CTE, bounded_atomic, lock_wait_param
+from polling.flow import admission as flowdraw
+from polling.ownership.stall_bounds import LOCK_BOUND_CTE, bounded_atomic, lock_wait_param
+from polling.reading.take import TAKE_COLUMNS, Taken, batch_record, job_of, rows_typed
 from scheduling.inflight import WINDOW_LOCK_CLASS
 
 WINDOW_LOCKS_SQL = "SELECT pg_advisory_xact_lock(%s, s) FROM unnest(%s::int[]) AS s ORDER BY s"

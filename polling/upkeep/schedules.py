@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from polling.failpoints import failpoint
-from polling.sqlutil import (
+from polling.common.failpoints import failpoint
+from polling.common.sql import (
     LEASE_FENCE,
     dt,
     fetch_all,
@@ -44,7 +44,7 @@ from polling.sqlutil import (
     uid,
     values_rows,
 )
-from polling.stallbound import bounded_atomic
+from polling.ownership.stall_bounds import bounded_atomic
 from scheduling import conf, keys
 from scheduling.buckets import shard_counts_record
 from scheduling.models import JobStatus, MissedPolicy, Team

@@ -2,8 +2,8 @@
 
 Each pass reads ``now`` from the database once; everything after it in the pass
 uses that reading plus the local monotonic time elapsed since, so the loop never
-trusts the machine's wall clock. Locking statements live in ``polling.claims``;
-the deliveries in flight and their write-back in ``polling.pipeline``: a pass
+trusts the machine's wall clock. Locking statements live in ``polling.reading.take``;
+the deliveries in flight and their write-back in ``polling.engine.pipeline``: a pass
 reads due jobs (no per-row claim: the lease is the lock) while earlier jobs are
 still being delivered, up to the poller's window, and writes each job once, in
 groups, as outcomes arrive.
@@ -18,18 +18,21 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from polling import claims, conf, flowdraw, metrics, services
-from polling.dbtime import DB_TIME, DatabaseTime
+from polling import conf, metrics
+from polling.common.database_time import DB_TIME, DatabaseTime
 from polling.dispatch.base import PipelinedSink, Sink
-from polling.heldkeys import HeldKeyReads
-from polling.leasekeeping import LeaseKeeping
+from polling.engine.pipeline import Pipeline
+from polling.engine.pump import WAIT_SLICE_SECONDS, PipelineStages
+from polling.flow import admission as flowdraw
 from polling.models import PollerState
-from polling.pipeline import Pipeline
-from polling.pipelinestages import WAIT_SLICE_SECONDS, PipelineStages
-from polling.renewer import LeaseRenewer
-from polling.schedules import schedules_materialize
-from polling.sweeper import sweep_stranded
-from polling.upkeep import StorageUpkeep
+from polling.ownership import registration as services
+from polling.ownership.keeper import LeaseKeeping
+from polling.ownership.renewer import LeaseRenewer
+from polling.reading import take as claims
+from polling.reading.held_keys import HeldKeyReads
+from polling.upkeep.schedules import schedules_materialize
+from polling.upkeep.storage import StorageUpkeep
+from polling.writing.sweep import sweep_stranded
 from scheduling import conf as scheduling_conf
 from scheduling import keys
 from scheduling.clock import db_now, is_closed
@@ -342,7 +345,7 @@ class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
         """Read up to ``limit`` due jobs of ``(bucket, shard)`` into the pipeline.
 
         No row is claimed: the lease is the lock. The read starts past the jobs
-        this poller already has in flight there (``polling.cursors``) and records
+        this poller already has in flight there (``polling.reading.cursors``) and records
         the batch in flight; a lease found lost is let go.
         """
         now = self._now()

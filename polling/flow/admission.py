@@ -1,6 +1,6 @@
 """Flow control at the read: which keyed jobs of a read may go now (``scheduling.flow``).
 
-Every statement here runs inside the transaction of a read (``polling.claims``), after
+Every statement here runs inside the transaction of a read (``polling.reading.take``), after
 the shard window lock and the read itself, so a key's grant commits together with the
 batch that records its jobs in flight, or not at all.
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from polling.sqlutil import dt, fetch_all, is_postgres, placeholders, rowcount, to_dt
+from polling.common.sql import dt, fetch_all, is_postgres, placeholders, rowcount, to_dt
 
 HORIZON_SECONDS = 1.0  # how far ahead of now a read takes rate slots
 FlowKey = tuple[int, str]  # (team id, flow_control_key)

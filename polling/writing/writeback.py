@@ -1,6 +1,6 @@
 """Write-back: each job's one write, with its outcome; retries moved to their new bucket.
 
-The lease is the lock (``polling.claims``): a job in flight is still a pending row,
+The lease is the lock (``polling.reading.take``): a job in flight is still a pending row,
 read under its shard's lease at some epoch. Its write is fenced per row: the row
 is still pending in the bucket it was read from, and that shard's lease is still
 ``owner``'s at the epoch of the read, unexpired. The attempt counter moves here
@@ -18,7 +18,7 @@ from uuid import UUID
 
 import orjson
 
-from polling.sqlutil import LEASE_FENCE, dt, fetch_all, id_in, is_postgres, placeholders, to_uuid
+from polling.common.sql import LEASE_FENCE, dt, fetch_all, id_in, is_postgres, placeholders, to_uuid
 
 
 @dataclass(slots=True)  # not frozen (a batch makes one per job); read-only all the same

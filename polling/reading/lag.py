@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 from django.db import connection
 from django.db.models import Count, Min
 
+from polling.common.sql import dt
 from polling.models import PollerState, ShardCheckpoint, ShardLease
-from polling.sqlutil import dt
 from scheduling import conf as scheduling_conf
 from scheduling import keys
 from scheduling.buckets import shard_count_max as shard_count_max

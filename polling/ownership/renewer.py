@@ -23,7 +23,8 @@ from datetime import timedelta
 
 from django.db import connection
 
-from polling import claims, conf
+from polling import conf
+from polling.reading import take as claims
 from scheduling.clock import db_now
 from scheduling.failover import connection_discard
 

@@ -2,7 +2,7 @@
 
 A successful attempt writes no row: the job keeps its last attempt inline
 (``last_attempt_at``, ``last_attempt_ms``, ``last_status_code``; see
-``polling.writeback``), and ``GET /api/v1/jobs/{id}/attempts`` adds it to the
+``polling.writing.writeback``), and ``GET /api/v1/jobs/{id}/attempts`` adds it to the
 rows (``scheduling.selectors.delivery_attempt_list``). Retries, dead letters and
 expiries are the history that matters, so they are rows: one COPY per group on
 PostgreSQL (a multi-row INSERT, chunked under SQLite's parameter limit,
@@ -16,8 +16,8 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from uuid import UUID
 
-from polling.sqlutil import dt, is_postgres, rowcount, uid, values_rows
-from polling.writeback import Result
+from polling.common.sql import dt, is_postgres, rowcount, uid, values_rows
+from polling.writing.writeback import Result
 from scheduling.storage.dbcopy import copy_rows
 
 COLUMNS = "job_id, attempt, started_at, duration_ms, result, status_code, error, poller"

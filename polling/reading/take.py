@@ -19,16 +19,8 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from polling import flowdraw
-from polling.checkpoints import Front as Front
-from polling.checkpoints import checkpoint_advance as checkpoint_advance
-from polling.checkpoints import frontier as frontier
-from polling.checkpoints import sweep_find as sweep_find
-from polling.checkpoints import sweep_move as sweep_move
-from polling.dispatch.base import ClaimedJob
-from polling.failpoints import failpoint
-from polling.flowdraw import FlowKey, Grant, Hold
-from polling.sqlutil import (
+from polling.common.failpoints import failpoint
+from polling.common.sql import (
     LEASE_FENCE,
     dt,
     fetch_all,
@@ -40,10 +32,18 @@ from polling.sqlutil import (
     to_json,
     to_uuid,
 )
-from polling.stallbound import LOCK_BOUND_CTE, bounded_atomic, lock_wait_param
-from polling.stallbound import WindowBusy as WindowBusy
-from polling.writeback import Result as Result
-from polling.writeback import write_back as write_back
+from polling.dispatch.base import ClaimedJob
+from polling.flow import admission as flowdraw
+from polling.flow.admission import FlowKey, Grant, Hold
+from polling.ownership.stall_bounds import LOCK_BOUND_CTE, bounded_atomic, lock_wait_param
+from polling.ownership.stall_bounds import WindowBusy as WindowBusy
+from polling.reading.checkpoints import Front as Front
+from polling.reading.checkpoints import checkpoint_advance as checkpoint_advance
+from polling.reading.checkpoints import frontier as frontier
+from polling.reading.checkpoints import sweep_find as sweep_find
+from polling.reading.checkpoints import sweep_move as sweep_move
+from polling.writing.writeback import Result as Result
+from polling.writing.writeback import write_back as write_back
 from scheduling.inflight import WINDOW_LOCK_CLASS, ids_text
 
 # --- leases -------------------------------------------------------------------
@@ -236,7 +236,7 @@ def batch_take(
     The lease is the lock: no row changes. One transaction: the shard's window lock
     (exclusive; ``scheduling.inflight`` gives the order a cancel follows), then the
     read, oldest ``due_at`` first (from ``after`` on, if given: the caller's read
-    cursor), then flow control (``polling.flowdraw.admit``: jobs of keys over their
+    cursor), then flow control (``polling.flow.admission.admit``: jobs of keys over their
     limits stay pending and are reported in ``holds``), then one ``InFlightBatch``
     row with the ids, fenced on my unexpired lease at ``epoch``: LeaseLost if it is
     not mine. Rows in ``skip`` (already in flight) are passed over; the read fetches
@@ -244,7 +244,7 @@ def batch_take(
     ``held`` (``sqlutil.held_key`` form) are left out. The bucket and shard are
     constants: PostgreSQL reads one partition's pending index. A lock held past
     ``stallbound.lock_wait_ms()`` (a stopped poller's window) raises ``WindowBusy``,
-    nothing read; a stop inside the transaction is bounded by ``polling.stallbound``.
+    nothing read; a stop inside the transaction is bounded by ``polling.ownership.stall_bounds``.
     """
     held_sql, held_params = held_filter("j", held)
     sql = TAKE_SQL.format(after=" AND j.due_at >= %s" if after is not None else "", held=held_sql)
@@ -362,10 +362,10 @@ def _uuid_or_none(value: object) -> UUID | None:
     return None if value is None else to_uuid(value)
 
 
-# --- write-back: polling.writeback; checkpoints and sweep: polling.checkpoints ----------
+# --- write-back: polling.writing.writeback; checkpoints, sweep: polling.reading.checkpoints
 # (both re-exported here)
 
 
-# --- reads of a held flow-control key: polling.keyreads (re-exported) ---------------
+# --- reads of a held flow-control key: polling.reading.key_take (re-exported) ---------------
 
-from polling.keyreads import flow_take as flow_take  # noqa: E402
+from polling.reading.key_take import flow_take as flow_take  # noqa: E402

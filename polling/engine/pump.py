@@ -1,5 +1,5 @@
 """The poller's side of the pipeline between reads: send jobs at their rate slot, take
-outcomes, write back groups, settle (a mixin of ``polling.poller.Poller``)."""
+outcomes, write back groups, settle (a mixin of ``polling.engine.poller.Poller``)."""
 
 from __future__ import annotations
 
