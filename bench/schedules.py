@@ -158,15 +158,14 @@ def create_schedules(args: argparse.Namespace) -> None:
 
 
 def materialization_rate(args: argparse.Namespace) -> None:
-    from polling.ownership import registration as services
-    from polling.reading import take as claims
+    from polling.ownership import leases, registration
     from polling.upkeep.schedules import schedules_materialize
     from scheduling.clock import db_now
     from scheduling.models import ScheduleOccurrence
 
-    services.shard_rows_ensure(shard_count=args.shards)
+    registration.shard_rows_ensure(shard_count=args.shards)
     now = db_now()
-    leases = claims.lease_acquire(
+    leases = leases.lease_acquire(
         owner=PLANNER, shards=range(args.shards), now=now, until=now + timedelta(hours=1)
     )
     total, calls, busy = 0, 0, 0.0
@@ -178,7 +177,7 @@ def materialization_rate(args: argparse.Namespace) -> None:
         total += written
         if not written:
             break
-    claims.lease_release(owner=PLANNER, shards=range(args.shards))
+    leases.lease_release(owner=PLANNER, shards=range(args.shards))
     assert ScheduleOccurrence.objects.count() == total
     print(f"materialized: {total} occurrences in {calls} calls")
     print(f"materialize_seconds: {busy:.1f} s")

@@ -78,17 +78,19 @@ def settle() -> None:
 def claim_rate(bucket, now, batch: int) -> float:
     from django.db import transaction
 
-    from polling.reading import take as claims
-    from polling.reading.take import Result
+    from polling.ownership import leases
+    from polling.reading import take
+    from polling.writing import writeback
+    from polling.writing.writeback import Result
 
-    epochs = claims.lease_acquire(
+    epochs = leases.lease_acquire(
         owner="bench", shards=range(SHARDS), now=now, until=now + timedelta(hours=1)
     )
     done = 0
     t0 = time.perf_counter()
     for shard in range(SHARDS):
         while True:
-            got = claims.batch_take(
+            got = take.batch_take(
                 owner="bench", epoch=epochs[shard], bucket=bucket, shard=shard, now=now, limit=batch
             )
             if not got:
@@ -98,10 +100,10 @@ def claim_rate(bucket, now, batch: int) -> float:
                 for j in got
             ]
             with transaction.atomic():
-                done += len(claims.write_back(owner="bench", results=results, now=now))
-                claims.inflight_forget({j.batch for j in got})
+                done += len(writeback.write_back(owner="bench", results=results, now=now))
+                writeback.inflight_forget({j.batch for j in got})
     seconds = time.perf_counter() - t0
-    claims.lease_release(owner="bench", shards=range(SHARDS))
+    leases.lease_release(owner="bench", shards=range(SHARDS))
     return done / seconds
 
 

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the pollers, and the per-shard lag read at scrape time.
+"""Prometheus metrics of the pollers (the per-shard gauges: ``polling.reading.lag``).
 
 Counters and histograms live in each ``runpoller`` process (served on its
 ``--metrics-port``); the per-shard gauges are computed from the database by one
@@ -8,17 +8,7 @@ result kinds, shard indices; never job ids or URLs.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
-from datetime import datetime
-from typing import TYPE_CHECKING
-from uuid import UUID
-
 from prometheus_client import Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
-
-if TYPE_CHECKING:
-    from polling.writing.writeback import Result
 
 DELIVERIES = Counter(
     "sendlater_deliveries_total",
@@ -53,79 +43,6 @@ SWEEP_MOVED = Counter(
 POLLER_ERRORS = Counter(
     "sendlater_poller_iteration_errors_total", "Poller iterations that failed (leases dropped)."
 )
-
-
-class ShardLagCollector(Collector):
-    """Per-shard lag, due backlog, oldest due age and jobs in flight, read when scraped."""
-
-    def describe(self) -> Iterator[GaugeMetricFamily]:
-        # Registration asks for the names; answering from collect() would query the
-        # database at import time (before migrations, or with no database at all).
-        return iter(self._families())
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        from polling.reading.lag import shard_lag_list
-        from scheduling.clock import db_now
-
-        lag, backlog, oldest, in_flight = self._families()
-        for row in shard_lag_list(now=db_now()):
-            label = [str(row.shard)]
-            lag.add_metric(label, row.lag_seconds)
-            backlog.add_metric(label, row.due_backlog)
-            oldest.add_metric(label, row.oldest_due_age_seconds or 0.0)
-            in_flight.add_metric(label, row.in_flight)
-        yield lag
-        yield backlog
-        yield oldest
-        yield in_flight
-
-    @staticmethod
-    def _families() -> tuple[
-        GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily
-    ]:
-        lag = GaugeMetricFamily(
-            "sendlater_shard_lag_seconds",
-            "now - (checkpoint + W) while due jobs wait, per shard.",
-            labels=["shard"],
-        )
-        backlog = GaugeMetricFamily(
-            "sendlater_shard_due_backlog",
-            "Pending jobs already due and not in flight, per shard.",
-            labels=["shard"],
-        )
-        oldest = GaugeMetricFamily(
-            "sendlater_shard_oldest_due_age_seconds",
-            "Age of the oldest due pending job, per shard (0 when none).",
-            labels=["shard"],
-        )
-        in_flight = GaugeMetricFamily(
-            "sendlater_shard_in_flight_jobs",
-            "Jobs read by the shard's owner and not yet written back, per shard.",
-            labels=["shard"],
-        )
-        return lag, backlog, oldest, in_flight
-
-
-def outcomes_export(results: Sequence[Result], written: Collection[UUID], now: datetime) -> None:
-    """Export what a write-back recorded: outcomes by result, delivery latency.
-
-    One counter increment per result kind, not per job; one latency observation
-    per delivered job.
-    """
-    counts: dict[str, int] = {}
-    everything = len(written) == len(results)  # the usual batch: no id lookups
-    for result in results:
-        if not everything and result.job_id not in written:
-            continue
-        if result.status == "pending":
-            kind = "retry" if result.counted else "deferred"
-        else:
-            kind = result.status
-        counts[kind] = counts.get(kind, 0) + 1
-        if kind == "delivered":
-            DELIVERY_LATENCY.observe(max(0.0, (now - result.due_at).total_seconds()))
-    for kind, count in counts.items():
-        DELIVERIES.labels(kind).inc(count)
 
 
 IN_FLIGHT = Gauge(

@@ -23,7 +23,7 @@ from prometheus_client import (
     multiprocess,
 )
 
-from polling.metrics import ShardLagCollector
+from polling.reading.lag import ShardLagCollector
 from scheduling.flow.metrics import FlowControlCollector
 from scheduling.metrics import (
     API_LATENCY,

@@ -1,1 +1,4 @@
-"""The operator console in the Django admin: lag dashboard, pollers, moves, cutovers."""
+"""The operator console in the Django admin: lag dashboard, pollers, moves, cutovers.
+
+May import every package below it; ``management`` (the commands) may import it.
+"""

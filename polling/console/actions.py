@@ -24,7 +24,7 @@ from django.urls import reverse
 from polling.console.audit import audit
 from polling.console.permissions import can_move
 from polling.models import Poller, PollerState, ShardLease
-from polling.ownership import registration as services
+from polling.ownership import registration
 from scheduling import conf as scheduling_conf
 from scheduling.clock import db_now
 
@@ -128,7 +128,7 @@ def pin_shards(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: Que
         target = data["poller"]
         if target not in live:
             return None
-        services.shard_pin(shard=lease.shard, poller=target)
+        registration.shard_pin(shard=lease.shard, poller=target)
         return f"Pinned shard {lease.shard} to poller {target} (owner was {lease.owner})."
 
     return _confirm_or_run(
@@ -148,7 +148,7 @@ def unpin_shards(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: Q
     def run(lease: ShardLease, data: dict[str, Any]) -> str | None:
         if not lease.pinned_to:
             return None
-        services.shard_unpin(shard=lease.shard)
+        registration.shard_unpin(shard=lease.shard)
         return f"Unpinned shard {lease.shard} (was pinned to {lease.pinned_to})."
 
     return _confirm_or_run(
@@ -169,7 +169,7 @@ def release_leases(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset:
         epoch, _, owner = (data.get("seen") or "").partition(":")
         if not owner or not epoch.isdigit():
             return None
-        if not services.lease_release(shard=lease.shard, owner=owner, epoch=int(epoch)):
+        if not registration.lease_release(shard=lease.shard, owner=owner, epoch=int(epoch)):
             return None
         return f"Released shard {lease.shard} held by {owner} at epoch {epoch}."
 
@@ -194,7 +194,7 @@ def drain_pollers(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: 
     def run(poller: Poller, data: dict[str, Any]) -> str | None:
         if poller.state == PollerState.DRAINING:
             return None
-        services.poller_drain(name=poller.name)
+        registration.poller_drain(name=poller.name)
         return f"Drained poller {poller.name}: its shards move to the others."
 
     return _confirm_or_run(
@@ -213,7 +213,7 @@ def resume_pollers(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset:
     def run(poller: Poller, data: dict[str, Any]) -> str | None:
         if poller.state != PollerState.DRAINING:
             return None
-        services.poller_resume(name=poller.name)
+        registration.poller_resume(name=poller.name)
         return f"Resumed poller {poller.name}: it takes its share of shards again."
 
     return _confirm_or_run(

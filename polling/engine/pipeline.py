@@ -39,8 +39,8 @@ from polling.flow.admission import slots_give
 from polling.flow.gate import FlowGate
 from polling.ownership.renewer import PROGRESS
 from polling.ownership.stall_bounds import bounded_atomic
-from polling.reading import take as claims
 from polling.reading.cursors import ReadCursors
+from polling.writing import writeback
 from polling.writing.attempts import attempts_record
 from polling.writing.retries import results_build
 
@@ -285,12 +285,12 @@ class Pipeline:
         try:
             with bounded_atomic():
                 results = results_build(jobs=jobs, outcomes=outcomes, expired=expired, now=now)
-                written = claims.write_back(owner=self.owner, results=results, now=now)
+                written = writeback.write_back(owner=self.owner, results=results, now=now)
                 attempts_record(results=results, written=written, poller=self.owner, now=now)
                 done = self._batches_done(jobs, expired)
                 if len(written) != len(results):  # fenced out: the next owner forgets those
                     done -= {job.batch for job in (*jobs, *expired) if job.id not in written}
-                claims.inflight_forget(done)
+                writeback.inflight_forget(done)
                 slots_give(owner=self.owner, counts=_slots(jobs, expired))
         finally:
             for job in jobs:
@@ -303,7 +303,7 @@ class Pipeline:
             self.gate.resolved(expired)
             metrics.IN_FLIGHT.set(self.in_flight)
         metrics.WRITEBACK_GROUP.observe(len(results))
-        metrics.outcomes_export(results, written, now)
+        writeback.outcomes_export(results, written, now)
         if len(written) == len(results):
             return set()
         lost = {job.shard for job in (*jobs, *expired) if job.id not in written}

@@ -2,11 +2,12 @@
 
 Each pass reads ``now`` from the database once; everything after it in the pass
 uses that reading plus the local monotonic time elapsed since, so the loop never
-trusts the machine's wall clock. Locking statements live in ``polling.reading.take``;
-the deliveries in flight and their write-back in ``polling.engine.pipeline``: a pass
-reads due jobs (no per-row claim: the lease is the lock) while earlier jobs are
-still being delivered, up to the poller's window, and writes each job once, in
-groups, as outcomes arrive.
+trusts the machine's wall clock. The poller holds its parts and calls them: the
+lease keeper (``polling.ownership.keeper``), the shard and held-key readers
+(``polling.reading``), the dispatch window and its pump (``polling.engine``). A
+pass reads due jobs (no per-row claim: the lease is the lock) while earlier jobs
+are still being delivered, up to the poller's window, and writes each job once,
+in groups, as outcomes arrive.
 """
 
 from __future__ import annotations
@@ -16,28 +17,25 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from polling import conf, metrics
 from polling.common.database_time import DB_TIME, DatabaseTime
 from polling.dispatch.base import PipelinedSink, Sink
 from polling.engine.pipeline import Pipeline
-from polling.engine.pump import WAIT_SLICE_SECONDS, PipelineStages
-from polling.flow import admission as flowdraw
-from polling.models import PollerState
-from polling.ownership import registration as services
-from polling.ownership.keeper import LeaseKeeping
+from polling.engine.pump import WAIT_SLICE_SECONDS, Pump
+from polling.flow import admission
+from polling.ownership import registration
+from polling.ownership.keeper import LeaseKeeper
 from polling.ownership.renewer import LeaseRenewer
-from polling.reading import take as claims
-from polling.reading.held_keys import HeldKeyReads
+from polling.reading.held_keys import HeldKeyReader
+from polling.reading.shard_reads import ShardReader
 from polling.upkeep.schedules import schedules_materialize
 from polling.upkeep.storage import StorageUpkeep
 from polling.writing.sweep import sweep_stranded
 from scheduling import conf as scheduling_conf
-from scheduling import keys
-from scheduling.clock import db_now, is_closed
+from scheduling.clock import db_now
 from scheduling.failover import connection_reset_if_broken
-from scheduling.keys import EPOCH
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +44,13 @@ logger = logging.getLogger(__name__)
 FAILURE_BACKOFF_CAP_SECONDS = 5.0
 
 
-class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
-    """One poller: owns shards through leases and drains them oldest bucket first."""
+class Poller:
+    """One poller: owns shards through leases and drains them oldest bucket first.
+
+    Its parts, each with its own state: ``ownership`` (the leases), ``pipeline``
+    (the deliveries in flight) and ``pump`` (which moves it between reads),
+    ``shard_reads`` and ``key_reads`` (due jobs into the pipeline), ``upkeep``.
+    """
 
     def __init__(
         self,
@@ -72,21 +75,14 @@ class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
         self.clock = clock
         self.lease_seconds = scheduling_conf.lease_seconds()
         self.width = scheduling_conf.bucket_seconds()
-        self.leases: dict[int, int] = {}  # shard -> epoch I hold
-        self.state = PollerState.ACTIVE
         self.stopping = threading.Event()
-        self._known_shards = 0
-        self._next_maintenance: datetime | None = None
         self._next_sweep = 0.0
-        self.upkeep = StorageUpkeep(
-            owner=name, lease_seconds=self.lease_seconds, poll_interval=poll_interval
-        )
-        self._standby_warned = False
-        self._stranded = False
         self._time = DatabaseTime()  # this poller's reading; DB_TIME is the process's
         self._failures = 0  # consecutive failed iterations
         self.claimed_last = 0  # jobs the last iteration claimed
-        self.next_due: datetime | None = None  # earliest pending due time it saw ahead
+        self.upkeep = StorageUpkeep(
+            owner=name, lease_seconds=self.lease_seconds, poll_interval=poll_interval
+        )
         self.pipeline = Pipeline(
             owner=name,
             sink=sink,
@@ -96,11 +92,42 @@ class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
             stall_seconds=conf.dispatch_stall_seconds(),
             rescan_seconds=conf.rescan_seconds(),
         )
-        self._releasing: set[int] = set()  # shards to give up once their jobs are written
-        # The buckets a held flow-control key's jobs may lie in: after the least of my
-        # shards' checkpoints, up to the open bucket (set by each pass).
-        self._after_bucket = EPOCH
-        self._open_bucket = EPOCH
+        self.ownership = LeaseKeeper(
+            name=name,
+            lease_seconds=self.lease_seconds,
+            register=self.start,
+            on_renew=self._flow_slots_renew,
+        )
+        self.pump = Pump(
+            pipeline=self.pipeline,
+            keeper=self.ownership,
+            now=self._now,
+            stopping=self.stopping,
+            batch_size=batch_size,
+        )
+        self.shard_reads = ShardReader(
+            name=name, keeper=self.ownership, window=self.pipeline, now=self._now, width=self.width
+        )
+        self.key_reads = HeldKeyReader(
+            name=name,
+            keeper=self.ownership,
+            window=self.pipeline,
+            shards=self.shard_reads,
+            now=self._now,
+            stopping=self.stopping,
+            room_for_a_batch=self.pump.room_for_a_batch,
+            batch_size=batch_size,
+        )
+
+    @property
+    def leases(self) -> dict[int, int]:
+        """``{shard: epoch}`` this poller holds."""
+        return self.ownership.leases
+
+    @property
+    def next_due(self) -> datetime | None:
+        """The earliest pending due time the last pass saw ahead of now."""
+        return self.shard_reads.next_due
 
     # --- time ------------------------------------------------------------------
 
@@ -118,7 +145,7 @@ class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
 
     def start(self) -> None:
         now = self.clock()
-        services.poller_register(
+        registration.poller_register(
             name=self.name,
             host=self.host,
             pid=self.pid,
@@ -127,7 +154,7 @@ class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
             lease_seconds=self.lease_seconds,
         )
         # A previous run under this name holds no slots now; gone pollers' rows go too.
-        flowdraw.slots_reset(owner=self.name, expired_before=now)
+        admission.slots_reset(owner=self.name, expired_before=now)
         logger.info("poller %s: registered (lease %ss)", self.name, self.lease_seconds)
 
     def stop(self) -> None:
@@ -173,7 +200,7 @@ class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
                 self.stopping.wait(remaining)
                 return
             try:
-                self._pump(wait=min(remaining, WAIT_SLICE_SECONDS))
+                self.pump.pump(wait=min(remaining, WAIT_SLICE_SECONDS))
             except Exception:
                 self._fail("write-back between passes")
                 return
@@ -231,7 +258,7 @@ class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
         """Finish what is in flight (within the shutdown grace), write it back, let go."""
         grace = max(1.0, conf.shutdown_grace_seconds() - 2)
         try:
-            self._settle(deadline=time.monotonic() + grace)
+            self.pump.settle(deadline=time.monotonic() + grace)
         except Exception:
             logger.exception("poller %s: could not write back what was in flight", self.name)
         if self.pipeline.in_flight:
@@ -243,36 +270,37 @@ class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
             )
         self._drop_all_leases()
         try:
-            services.poller_stop(name=self.name, now=self.clock())
+            registration.poller_stop(name=self.name, now=self.clock())
         except Exception:
             logger.exception("poller %s: could not mark itself stopped", self.name)
         self.sink.close()
         logger.info("poller %s: stopped", self.name)
 
     def _drop_all_leases(self) -> None:
-        """Release every lease this poller holds (all indices: owner = me is the filter).
-
-        If that fails (database down), ``_stranded`` stays set and no lease is renewed
-        until a release succeeds, so claims of the current epoch are never kept: the
-        next owner takes a new epoch and returns them to pending.
-        """
-        try:
-            released = claims.lease_release(owner=self.name, shards=range(self._known_shards))
-        except Exception:
-            logger.exception("poller %s: could not release leases", self.name)
-            self._stranded = True
-        else:
-            self._stranded = False
-            if released:
-                logger.info("poller %s: released shards %s", self.name, released)
-        self.leases = {}
-        self._releasing = set()
+        """Release every lease (``LeaseKeeper.release_all``) and forget what is in flight."""
+        self.ownership.release_all()
         # Unwritten results are of epochs just given up: they would be fenced out.
         self.pipeline.forget()
         try:  # their flow-control slots too (they also lapse with the poller's leases)
-            flowdraw.slots_reset(owner=self.name)
+            admission.slots_reset(owner=self.name)
         except Exception:
             logger.exception("poller %s: could not give back flow-control slots", self.name)
+
+    def _flow_slots_renew(self, until: datetime) -> None:
+        """The flow-control slots this poller holds live as long as its leases."""
+        if self.pipeline.gate.has_slots():
+            admission.slots_renew(owner=self.name, until=until)
+
+    def _maintain(self) -> None:
+        """Heartbeat, renew, and move toward the assignment (after a failed release,
+        first release again: nothing is renewed until that succeeds)."""
+        if self.ownership.stranded:
+            self._drop_all_leases()
+            if self.ownership.stranded:
+                return
+        self.ownership.maintain(
+            self._now(), busy=self.pipeline.busy_shards, stopping=self.stopping.is_set()
+        )
 
     # --- one iteration -----------------------------------------------------------
 
@@ -283,13 +311,13 @@ class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
         back (tests and ``--once``); the run loop passes False and keeps its window
         full across passes.
         """
-        self.claimed_last, self.next_due = 0, None
+        self.claimed_last, self.shard_reads.next_due = 0, None
         self._anchor(now or self.clock())
-        self._pump()
+        self.pump.pump()
         self._maintain()
         if self.stopping.is_set() or not self.leases:
             if settle:
-                self._settle()
+                self.pump.settle()
             return False
         now = self._now()
         self.upkeep.run(now)
@@ -297,100 +325,21 @@ class Poller(LeaseKeeping, HeldKeyReads, PipelineStages):
             self._next_sweep = time.monotonic() + self.sweep_every
             sweep_stranded(owner=self.name, now=now, width=self.width)
         schedules_materialize(owner=self.name, leases=self.leases, now=now)  # recurring
-        open_bucket = keys.bucket_of(now, self.width)
-        step = timedelta(seconds=self.width)
-        last_closed = open_bucket - step if is_closed(open_bucket - step, now) else None
-        last_closed = last_closed or open_bucket - 2 * step
-        fronts = claims.frontier(
-            shards=self.leases, open_bucket=open_bucket, held=self.pipeline.gate.excluded()
-        )
-        self._after_bucket = min((f.checkpoint or EPOCH for f in fronts.values()), default=EPOCH)
-        targets: dict[int, tuple[int, datetime]] = {}
-        for shard, front in fronts.items():
-            target = min(last_closed, front.bucket - step) if front.bucket else last_closed
-            if shard in self.leases and (front.checkpoint is None or target > front.checkpoint):
-                targets[shard] = (self.leases[shard], target)
-        if targets:
-            moved = claims.checkpoint_advance(owner=self.name, targets=targets, now=now)
-            if moved:
-                logger.debug("poller %s: checkpoints advanced %s", self.name, moved)
-        ahead = [f.next_due for f in fronts.values() if f.next_due and f.next_due > now]
-        self.next_due = min(ahead, default=None)
-        # Oldest bucket first; skip shards whose first bucket holds nothing due yet.
-        work = sorted(
-            (front.bucket, shard)
-            for shard, front in fronts.items()
-            if front.bucket and front.next_due and front.next_due <= now
-        )
         busy = False
-        self._open_bucket = open_bucket
-        for bucket, shard in work:
-            if self.stopping.is_set() or not self._room_for_a_batch():
+        for bucket, shard in self.shard_reads.plan(now):
+            if self.stopping.is_set() or not self.pump.room_for_a_batch():
                 break
-            self._renew_if_due()
-            if shard not in self.leases or shard in self._releasing:
+            self.ownership.renew_if_due(self._now())
+            if shard not in self.leases or shard in self.ownership.releasing:
                 continue
             limit = min(self.batch_size, self.pipeline.room())
-            claimed = self._claim(bucket, shard, limit)
+            claimed = self.shard_reads.read(bucket, shard, limit)
             self.claimed_last += claimed
             busy |= claimed >= limit
-            self._pump()
-            self._read_held_keys()  # a key's next slots do not wait for the whole pass
-        self._read_held_keys()
+            self.pump.pump()
+            # A key's next slots do not wait for the whole pass.
+            self.claimed_last += self.key_reads.read_due()
+        self.claimed_last += self.key_reads.read_due()
         if settle:
-            self._settle()
+            self.pump.settle()
         return busy
-
-    def _claim(self, bucket: datetime, shard: int, limit: int) -> int:
-        """Read up to ``limit`` due jobs of ``(bucket, shard)`` into the pipeline.
-
-        No row is claimed: the lease is the lock. The read starts past the jobs
-        this poller already has in flight there (``polling.reading.cursors``) and records
-        the batch in flight; a lease found lost is let go.
-        """
-        now = self._now()
-        read = self.pipeline.cursors.plan(shard, bucket, limit)
-        try:
-            jobs = claims.batch_take(
-                owner=self.name,
-                epoch=self.leases[shard],
-                bucket=bucket,
-                shard=shard,
-                now=now,
-                limit=limit,
-                after=read.after,
-                skip=read.skip,
-                fetch=read.fetch,
-                held=self.pipeline.gate.excluded(),
-                slots_until=now + timedelta(seconds=self.lease_seconds),
-            )
-        except claims.LeaseLost:
-            metrics.LEASES_LOST.inc()
-            logger.warning("poller %s: lease of shard %s lost before a read", self.name, shard)
-            self.leases.pop(shard, None)
-            return 0
-        except claims.WindowBusy:
-            metrics.WINDOWS_BUSY.inc()
-            logger.warning(
-                "poller %s: shard %s: its window lock is held (a stopped poller's?);"
-                " read again on a later pass",
-                self.name,
-                shard,
-            )
-            return 0
-        self.pipeline.gate.hold(jobs.holds, now)
-        if read.rescan_below is not None:
-            self.pipeline.cursors.rescanned(shard, bucket, read, jobs)
-        if not jobs:
-            return 0
-        metrics.CLAIM_BATCH.observe(len(jobs))
-        self.pipeline.submit(jobs, now)
-        logger.debug(
-            "poller %s: shard %s bucket %s: %s read",
-            self.name,
-            shard,
-            bucket,
-            len(jobs),
-            extra={"shard": shard, "bucket": bucket.isoformat(), "batch_size": len(jobs)},
-        )
-        return len(jobs)

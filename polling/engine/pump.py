@@ -1,28 +1,47 @@
-"""The poller's side of the pipeline between reads: send jobs at their rate slot, take
-outcomes, write back groups, settle (a mixin of ``polling.engine.poller.Poller``)."""
+"""The pipeline between reads: send jobs at their rate slot, take outcomes, write back
+groups, settle; the leases are renewed while it waits."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
+from datetime import datetime
 
-from polling import metrics
+from polling.engine.pipeline import Pipeline
+from polling.ownership.keeper import LeaseKeeper
 
 WAIT_SLICE_SECONDS = 0.05  # longest wait for outcomes before the loop looks around again
 
 
-class PipelineStages:
-    """Between reads: the poller's attributes (``pipeline``, ``leases``, ...) are used."""
+class Pump:
+    """Drives one poller's ``Pipeline`` between its reads (and while it waits or stops)."""
 
-    def _room_for_a_batch(self) -> bool:
+    def __init__(
+        self,
+        *,
+        pipeline: Pipeline,
+        keeper: LeaseKeeper,
+        now: Callable[[], datetime],
+        stopping: threading.Event,
+        batch_size: int,
+    ) -> None:
+        self.pipeline = pipeline
+        self.keeper = keeper
+        self._now = now
+        self.stopping = stopping
+        self.batch_size = batch_size
+
+    def room_for_a_batch(self) -> bool:
         """Wait (writing back as outcomes arrive) until the window has room for a batch."""
         need = min(self.batch_size, self.pipeline.window)
         while self.pipeline.room() < need:
             if self.stopping.is_set():
                 return False
-            self._pump(wait=WAIT_SLICE_SECONDS)
+            self.pump(wait=WAIT_SLICE_SECONDS)
         return True
 
-    def _pump(self, wait: float = 0.0) -> None:
+    def pump(self, wait: float = 0.0) -> None:
         """Send the jobs whose rate slot has come, take arrived outcomes (waiting up to
         ``wait`` s) and write back a due group."""
         now = self._now()
@@ -35,19 +54,16 @@ class PipelineStages:
             wait = min(wait, until_send)
         self.pipeline.collect(timeout=wait)
         if self.pipeline.write_due():
-            self._write_back()
+            self.write_back()
         else:
-            self._renew_if_due()
+            self.keeper.renew_if_due(self._now())
 
-    def _write_back(self) -> None:
-        self._renew_if_due()  # a slow delivery must not let the lease lapse before its write
-        lost = self.pipeline.write_back(self._now())
-        if lost:
-            metrics.LEASES_LOST.inc(len(lost))
-            for shard in lost:
-                self.leases.pop(shard, None)
+    def write_back(self) -> None:
+        # A slow delivery must not let the lease lapse before its write.
+        self.keeper.renew_if_due(self._now())
+        self.keeper.lose(self.pipeline.write_back(self._now()))
 
-    def _settle(self, deadline: float | None = None) -> None:
+    def settle(self, deadline: float | None = None) -> None:
         """Wait for every job in flight and write all of it back (up to ``deadline``)."""
         while self.pipeline.in_flight:
             if deadline is not None and time.monotonic() >= deadline:
@@ -58,6 +74,6 @@ class PipelineStages:
             wait = WAIT_SLICE_SECONDS if until_send is None else min(WAIT_SLICE_SECONDS, until_send)
             self.pipeline.collect(timeout=max(wait, 0.001))
             if self.pipeline.all_answered or self.pipeline.write_due():
-                self._write_back()
+                self.write_back()
             else:
-                self._renew_if_due()
+                self.keeper.renew_if_due(self._now())

@@ -3,7 +3,7 @@
 When a read finds a key over its limits (or paused), the key's jobs stay pending and
 the key is *held*: the poller's shard reads leave its rows out (``held_filter``), so
 a key's backlog never stands in front of other jobs of the same shards, and a held
-key is read on its own (``claims.flow_take``) when it may go again: at its next rate
+key is read on its own (``take.flow_take``) when it may go again: at its next rate
 slot, when one of its slots comes back, or every ``PAUSED_RECHECK_SECONDS`` while
 paused. A key read that finds nothing more waiting lets the key go: its next jobs
 come with the shard reads again.

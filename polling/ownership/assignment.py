@@ -1,14 +1,20 @@
 """Which poller should own which shard: rendezvous hashing, with operator pins.
 
 Pure functions: every poller computes the same answer from the same live set,
-and adding or removing one poller moves only about 1/N of the shards.
+and adding or removing one poller moves only about 1/N of the shards. Their inputs
+(live pollers and pins) come from one read, ``assignment_inputs``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
 
 import mmh3
+from django.db import connection
+
+from polling.common.sql import dt
+from polling.models import PollerState
 
 
 def score(poller: str, shard: int) -> int:
@@ -47,3 +53,21 @@ def shards_for(
     """The shards ``me`` should own."""
     plan = assignment(shard_count=shard_count, live=set(live) | {me}, pins=pins)
     return {shard for shard, owner in plan.items() if owner == me}
+
+
+ASSIGNMENT_INPUTS_SQL = """
+SELECT 'live', name, NULL FROM polling_poller WHERE state = %s AND heartbeat_at > %s
+UNION ALL
+SELECT 'pin', pinned_to, shard FROM polling_shardlease WHERE pinned_to IS NOT NULL
+"""
+
+
+def assignment_inputs(*, now: datetime, lease_seconds: int) -> tuple[set[str], dict[int, str]]:
+    """Live pollers (active, heartbeat within the lease) and operator pins, in one query."""
+    since = now - timedelta(seconds=lease_seconds)
+    with connection.cursor() as cursor:
+        cursor.execute(ASSIGNMENT_INPUTS_SQL, [PollerState.ACTIVE.value, dt(since)])
+        rows = cursor.fetchall()
+    live = {name for kind, name, _ in rows if kind == "live"}
+    pins = {int(shard): name for kind, name, shard in rows if kind == "pin"}
+    return live, pins

@@ -1,8 +1,8 @@
 """Writes about pollers: registration, heartbeat, shard rows, and operator moves.
 
 Operator moves (the console calls these) never update lease rows directly: pins
-go through ``claims.lease_pin`` and releases through the fenced
-``claims.lease_release_fenced``; a drained poller releases its own leases.
+go through ``leases.lease_pin`` and releases through the fenced
+``leases.lease_release_fenced``; a drained poller releases its own leases.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from datetime import datetime
 from django.db import transaction
 
 from polling.models import Poller, PollerState, ShardCheckpoint, ShardLease
-from polling.reading import take as claims
+from polling.ownership import leases
 
 logger = logging.getLogger(__name__)
 
@@ -98,18 +98,18 @@ def poller_resume(*, name: str) -> None:
 def shard_pin(*, shard: int, poller: str) -> bool:
     """Pin ``shard`` to ``poller``: it moves there after the owner's in-flight batch."""
     logger.info("shard %s: pinned to poller %s", shard, poller)
-    return claims.lease_pin(shard=shard, poller=poller)
+    return leases.lease_pin(shard=shard, poller=poller)
 
 
 def shard_unpin(*, shard: int) -> bool:
     """Return ``shard`` to the hash assignment."""
     logger.info("shard %s: unpinned", shard)
-    return claims.lease_pin(shard=shard, poller=None)
+    return leases.lease_pin(shard=shard, poller=None)
 
 
 def lease_release(*, shard: int, owner: str, epoch: int) -> bool:
     """Free ``shard``'s lease if ``owner`` still holds it at ``epoch`` (operator action)."""
-    released = claims.lease_release_fenced(shard=shard, owner=owner, epoch=epoch)
+    released = leases.lease_release_fenced(shard=shard, owner=owner, epoch=epoch)
     logger.info("shard %s: release of %s@%s -> %s", shard, owner, epoch, released)
     return released
 

@@ -24,7 +24,7 @@ from datetime import timedelta
 from django.db import connection
 
 from polling import conf
-from polling.reading import take as claims
+from polling.ownership import leases
 from scheduling.clock import db_now
 from scheduling.failover import connection_discard
 
@@ -104,7 +104,7 @@ class LeaseRenewer:
             return None
         now = db_now()
         until = now + timedelta(seconds=self.lease_seconds)
-        return claims.lease_renew(owner=self.owner, now=now, until=until)
+        return leases.lease_renew(owner=self.owner, now=now, until=until)
 
     def _run(self) -> None:
         try:

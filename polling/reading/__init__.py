@@ -1,0 +1,5 @@
+"""Where due jobs are read: each shard's frontier and checkpoint (``checkpoints``),
+the locking reads that take jobs into flight (``take``), read cursors past what is
+in flight (``cursors``), a poller's shard reads (``shard_reads``) and held-key reads
+(``held_keys``), and per-shard lag (``lag``). Imports ``common``, ``ownership``,
+``dispatch`` and ``flow``."""

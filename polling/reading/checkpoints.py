@@ -1,6 +1,6 @@
-"""Checkpoints and the sweep: where each shard's drained prefix ends, and stranded rows.
+"""Checkpoints and the frontier: where each shard's drained prefix ends, where its read starts.
 
-Part of the pollers' locking statements (``polling.reading.take`` re-exports them): each
+Part of the pollers' locking statements (beside ``polling.reading.take``): each
 function is one statement in autocommit (or the caller's transaction), takes
 ``now`` from the caller and is fenced on the lease where it writes.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from uuid import UUID
 
 from polling.common.sql import (
     LEASE_FENCE,
@@ -18,12 +17,8 @@ from polling.common.sql import (
     fetch_all,
     floor,
     held_filter,
-    id_in,
     placeholders,
-    rowcount,
     to_dt,
-    to_uuid,
-    uid,
     values_rows,
 )
 
@@ -127,52 +122,3 @@ def checkpoint_advance(
     sql = CHECKPOINT_ADVANCE_SQL.format(rows=rows)
     written = fetch_all(sql, [*params, dt(now), owner, dt(now), floor()])
     return {int(shard): to_dt(cp) for shard, cp in written}  # type: ignore[misc]
-
-
-# --- sweep --------------------------------------------------------------------
-
-SWEEP_FIND_SQL = """
-SELECT j.id, j.shard, j.bucket, l.epoch FROM scheduling_job j
-JOIN polling_shardcheckpoint c ON c.shard = j.shard
-JOIN polling_shardlease l ON l.shard = j.shard
-WHERE j.status = 'pending' AND j.bucket <= c.last_drained AND l.owner = %s AND l.expires_at > %s
-ORDER BY j.bucket LIMIT %s
-"""
-
-
-def sweep_find(*, owner: str, now: datetime, limit: int) -> list[tuple[UUID, int, datetime, int]]:
-    """Pending rows at or behind their shard's checkpoint, on shards ``owner`` holds.
-
-    A read without locks: ``(id, shard, bucket, lease epoch)``. Such rows come from
-    writes that committed after the poller had closed and passed their bucket.
-    """
-    rows = fetch_all(SWEEP_FIND_SQL, [owner, dt(now), limit])
-    return [(to_uuid(i), int(s), to_dt(b), int(e)) for i, s, b, e in rows]  # type: ignore[misc]
-
-
-SWEEP_MOVE_SQL = """
-WITH v (v_id, v_old_bucket, v_old_shard, v_epoch, v_bucket, v_shard) AS (VALUES {rows})
-UPDATE scheduling_job AS j SET bucket = v.v_bucket, shard = v.v_shard, updated_at = %s
-FROM v
-WHERE j.bucket IN ({buckets}) AND j.id {ids} AND j.id = v.v_id AND j.status = 'pending'
-  AND j.bucket = v.v_old_bucket
-  AND j.shard = v.v_old_shard AND """ + LEASE_FENCE.format(shard="v.v_old_shard", epoch="v.v_epoch")
-
-
-def sweep_move(
-    *, owner: str, moves: Sequence[tuple[UUID, datetime, int, int, datetime, int]], now: datetime
-) -> int:
-    """Move stranded rows to the open bucket: ``(id, old bucket, old shard, epoch, bucket, shard)``.
-
-    One UPDATE ... FROM (VALUES ...), fenced on the old shard's lease. A row that
-    changed meanwhile (claimed, cancelled, rescheduled) is left alone.
-    """
-    if not moves:
-        return 0
-    rows, params = values_rows(
-        [(uid(i), dt(ob), os_, ep, dt(nb), ns) for i, ob, os_, ep, nb, ns in moves]
-    )
-    old = sorted({ob for _, ob, _, _, _, _ in moves})
-    in_ids, id_params = id_in([m[0] for m in moves])
-    sql = SWEEP_MOVE_SQL.format(rows=rows, buckets=placeholders(len(old)), ids=in_ids)
-    return rowcount(sql, [*params, dt(now), *(dt(b) for b in old), *id_params, owner, dt(now)])

@@ -80,7 +80,7 @@ class ReadCursors:
     def handed(self, jobs: Iterable[ClaimedJob], *, shard_read: bool = True) -> None:
         """``jobs`` (one read, due order) entered the window.
 
-        ``shard_read`` False: a held flow-control key's read (``claims.flow_take``),
+        ``shard_read`` False: a held flow-control key's read (``take.flow_take``),
         which may span shards and buckets and is no part of the shards' read order:
         its jobs are only passed over by later reads, the cursor's ``top`` stays.
         """

@@ -1,37 +1,21 @@
-"""Reads for pollers, the lag command and the admin: no locks, no writes."""
+"""Per-shard lag, for the lag command, the console and /metrics: no locks, no writes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import connection
 from django.db.models import Count, Min
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
-from polling.common.sql import dt
-from polling.models import PollerState, ShardCheckpoint, ShardLease
+from polling.models import ShardCheckpoint, ShardLease
 from scheduling import conf as scheduling_conf
 from scheduling import keys
-from scheduling.buckets import shard_count_max as shard_count_max
+from scheduling.clock import db_now
 from scheduling.inflight import in_flight_by_shard
 from scheduling.models import Job, JobStatus
-
-ASSIGNMENT_INPUTS_SQL = """
-SELECT 'live', name, NULL FROM polling_poller WHERE state = %s AND heartbeat_at > %s
-UNION ALL
-SELECT 'pin', pinned_to, shard FROM polling_shardlease WHERE pinned_to IS NOT NULL
-"""
-
-
-def assignment_inputs(*, now: datetime, lease_seconds: int) -> tuple[set[str], dict[int, str]]:
-    """Live pollers (active, heartbeat within the lease) and operator pins, in one query."""
-    since = now - timedelta(seconds=lease_seconds)
-    with connection.cursor() as cursor:
-        cursor.execute(ASSIGNMENT_INPUTS_SQL, [PollerState.ACTIVE.value, dt(since)])
-        rows = cursor.fetchall()
-    live = {name for kind, name, _ in rows if kind == "live"}
-    pins = {int(shard): name for kind, name, shard in rows if kind == "pin"}
-    return live, pins
 
 
 @dataclass(frozen=True)
@@ -114,3 +98,51 @@ def shard_lag_list(*, now: datetime) -> list[ShardLag]:
             )
         )
     return result
+
+
+class ShardLagCollector(Collector):
+    """Per-shard lag, due backlog, oldest due age and jobs in flight, read when scraped."""
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        # Registration asks for the names; answering from collect() would query the
+        # database at import time (before migrations, or with no database at all).
+        return iter(self._families())
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        lag, backlog, oldest, in_flight = self._families()
+        for row in shard_lag_list(now=db_now()):
+            label = [str(row.shard)]
+            lag.add_metric(label, row.lag_seconds)
+            backlog.add_metric(label, row.due_backlog)
+            oldest.add_metric(label, row.oldest_due_age_seconds or 0.0)
+            in_flight.add_metric(label, row.in_flight)
+        yield lag
+        yield backlog
+        yield oldest
+        yield in_flight
+
+    @staticmethod
+    def _families() -> tuple[
+        GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily
+    ]:
+        lag = GaugeMetricFamily(
+            "sendlater_shard_lag_seconds",
+            "now - (checkpoint + W) while due jobs wait, per shard.",
+            labels=["shard"],
+        )
+        backlog = GaugeMetricFamily(
+            "sendlater_shard_due_backlog",
+            "Pending jobs already due and not in flight, per shard.",
+            labels=["shard"],
+        )
+        oldest = GaugeMetricFamily(
+            "sendlater_shard_oldest_due_age_seconds",
+            "Age of the oldest due pending job, per shard (0 when none).",
+            labels=["shard"],
+        )
+        in_flight = GaugeMetricFamily(
+            "sendlater_shard_in_flight_jobs",
+            "Jobs read by the shard's owner and not yet written back, per shard.",
+            labels=["shard"],
+        )
+        return lag, backlog, oldest, in_flight

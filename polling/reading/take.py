@@ -1,15 +1,15 @@
-"""Every locking statement of the pollers, one statement per function.
+"""Taking due jobs into flight: the reads of the pollers, one transaction each.
 
-Each function runs one SQL statement in autocommit (or inside the caller's
-transaction), except ``batch_take``, whose lock, read and record form one short
-transaction of its own. Each takes ``now`` from the caller (the database clock
-read once per loop iteration) and is fenced where it writes jobs, batches or
-checkpoints: ``owner = me AND epoch = my_epoch AND expires_at > now`` is part of
-the same statement, so a poller paused past its lease changes nothing.
+``batch_take`` reads a ``(bucket, shard)``, ``flow_take`` a held flow-control key
+across the reader's shards. Each is one short transaction: the shard's window lock
+(exclusive; ``scheduling.inflight`` gives the order a cancel follows), the read,
+flow control (``polling.flow.admission``), then one in-flight batch row per shard,
+fenced on the reader's unexpired lease (``LeaseLost`` otherwise). ``now`` comes
+from the caller (the database clock read once per pass).
 
 The lease is the lock: a shard's owner reads its due rows without a row lock and
-records one in-flight batch per read (``scheduling.inflight`` has the lock order
-shared with cancel and reschedule).
+records one in-flight batch per read; each job is written once, at write-back
+(``polling.writing.writeback``).
 """
 
 from __future__ import annotations
@@ -27,147 +27,16 @@ from polling.common.sql import (
     held_filter,
     is_postgres,
     placeholders,
-    rowcount,
     to_dt,
     to_json,
     to_uuid,
 )
 from polling.dispatch.base import ClaimedJob
-from polling.flow import admission as flowdraw
+from polling.flow import admission
 from polling.flow.admission import FlowKey, Grant, Hold
+from polling.ownership.leases import LeaseLost
 from polling.ownership.stall_bounds import LOCK_BOUND_CTE, bounded_atomic, lock_wait_param
-from polling.ownership.stall_bounds import WindowBusy as WindowBusy
-from polling.reading.checkpoints import Front as Front
-from polling.reading.checkpoints import checkpoint_advance as checkpoint_advance
-from polling.reading.checkpoints import frontier as frontier
-from polling.reading.checkpoints import sweep_find as sweep_find
-from polling.reading.checkpoints import sweep_move as sweep_move
-from polling.writing.writeback import Result as Result
-from polling.writing.writeback import write_back as write_back
 from scheduling.inflight import WINDOW_LOCK_CLASS, ids_text
-
-# --- leases -------------------------------------------------------------------
-
-LEASE_ACQUIRE_SQL = """
-UPDATE polling_shardlease SET owner = %s, epoch = epoch + 1, expires_at = %s, acquired_at = %s
-WHERE shard IN ({shards}) AND (owner IS NULL OR expires_at IS NULL OR expires_at <= %s)
-RETURNING shard, epoch
-"""
-
-
-def lease_acquire(
-    *, owner: str, shards: Iterable[int], now: datetime, until: datetime
-) -> dict[int, int]:
-    """Take the free or expired leases among ``shards``; return ``{shard: new epoch}``.
-
-    Lock: the lease rows' row locks for the statement. Two pollers racing for one
-    lease: PostgreSQL re-checks the loser's WHERE on the winner's row version, so
-    exactly one gets it. Each acquisition increments the epoch (fencing token).
-    """
-    wanted = sorted(set(shards))
-    if not wanted:
-        return {}
-    sql = LEASE_ACQUIRE_SQL.format(shards=placeholders(len(wanted)))
-    rows = fetch_all(sql, [owner, dt(until), dt(now), *wanted, dt(now)])
-    return {int(shard): int(epoch) for shard, epoch in rows}
-
-
-LEASE_RENEW_SQL = """
-UPDATE polling_shardlease SET expires_at = %s WHERE owner = %s AND expires_at > %s
-RETURNING shard, epoch
-"""
-
-
-def lease_renew(*, owner: str, now: datetime, until: datetime) -> dict[int, int]:
-    """Extend every unexpired lease of ``owner`` to ``until``; return what it still holds.
-
-    One statement for all leases. An expired lease is not renewed: it must be
-    re-acquired with a new epoch, because another poller may have run it meanwhile.
-    """
-    rows = fetch_all(LEASE_RENEW_SQL, [dt(until), owner, dt(now)])
-    return {int(shard): int(epoch) for shard, epoch in rows}
-
-
-LEASE_RELEASE_SQL = """
-UPDATE polling_shardlease SET owner = NULL, expires_at = NULL
-WHERE owner = %s AND shard IN ({shards}) RETURNING shard
-"""
-
-
-def lease_release(*, owner: str, shards: Iterable[int]) -> list[int]:
-    """Give up ``owner``'s leases on ``shards``; return the shards released.
-
-    Only rows still owned by ``owner`` change, so releasing a lease another poller
-    has since taken is a no-op. Call after the in-flight batch is written back.
-    """
-    wanted = sorted(set(shards))
-    if not wanted:
-        return []
-    rows = fetch_all(LEASE_RELEASE_SQL.format(shards=placeholders(len(wanted))), [owner, *wanted])
-    return sorted(int(shard) for (shard,) in rows)
-
-
-LEASE_RELEASE_FENCED_SQL = """
-UPDATE polling_shardlease SET owner = NULL, expires_at = NULL
-WHERE shard = %s AND owner = %s AND epoch = %s
-"""
-
-
-def lease_release_fenced(*, shard: int, owner: str, epoch: int) -> bool:
-    """Release ``shard`` only if ``owner`` still holds it at ``epoch`` (operator action).
-
-    The operator names the owner and epoch they saw, so a lease that changed hands
-    since is left alone. Returns whether the lease was released.
-    """
-    return rowcount(LEASE_RELEASE_FENCED_SQL, [shard, owner, epoch]) == 1
-
-
-LEASE_PIN_SQL = "UPDATE polling_shardlease SET pinned_to = %s WHERE shard = %s"
-
-
-def lease_pin(*, shard: int, poller: str | None) -> bool:
-    """Pin ``shard`` to ``poller`` (None: back to the hash). Ownership is untouched.
-
-    The current owner releases the shard at its next assignment pass, after its
-    in-flight batch; the pinned poller then acquires it with a new epoch.
-    """
-    return rowcount(LEASE_PIN_SQL, [poller, shard]) == 1
-
-
-# --- batches in flight ------------------------------------------------------------
-
-INFLIGHT_CLEAR_STALE_SQL = """
-DELETE FROM scheduling_inflightbatch
-WHERE shard IN ({shards}) AND EXISTS (
-    SELECT 1 FROM polling_shardlease l WHERE l.shard = scheduling_inflightbatch.shard
-      AND l.owner = %s AND l.expires_at > %s AND scheduling_inflightbatch.epoch < l.epoch)
-"""
-
-
-def inflight_clear_stale(*, owner: str, shards: Iterable[int], now: datetime) -> int:
-    """Forget the batches in flight of older epochs on ``shards``; fenced on my lease.
-
-    Run by a new owner right after acquiring: those batches belong to a poller
-    that lost the lease (dead or paused), whose write-back will be fenced out. Their
-    rows are still pending, so this owner reads and delivers them again.
-    """
-    wanted = sorted(set(shards))
-    if not wanted:
-        return 0
-    sql = INFLIGHT_CLEAR_STALE_SQL.format(shards=placeholders(len(wanted)))
-    return rowcount(sql, [*wanted, owner, dt(now)])
-
-
-INFLIGHT_FORGET_SQL = "DELETE FROM scheduling_inflightbatch WHERE id IN ({ids})"
-
-
-def inflight_forget(batches: Iterable[int]) -> int:
-    """Delete batch rows whose jobs are all written back (in the write-back's transaction)."""
-    wanted = sorted(set(batches))
-    if not wanted:
-        return 0
-    return rowcount(INFLIGHT_FORGET_SQL.format(ids=placeholders(len(wanted))), wanted)
-
 
 WINDOW_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s, %s)"
 WINDOW_LOCK_BOUNDED_SQL = LOCK_BOUND_CTE + "SELECT pg_advisory_xact_lock(%s, %s) FROM bound"
@@ -192,14 +61,6 @@ SELECT %s, %s, %s, %s, %s, %s WHERE """
     + LEASE_FENCE.format(shard="%s", epoch="%s")
     + "\nRETURNING id"
 )
-
-
-class LeaseLost(Exception):
-    """The lease of the shard a batch was read from is no longer mine at that epoch."""
-
-    def __init__(self, message: str, *, shard: int | None = None) -> None:
-        super().__init__(message)
-        self.shard = shard
 
 
 class Taken(list[ClaimedJob]):
@@ -263,7 +124,7 @@ def batch_take(
         rows = rows[:limit]
         if not rows:
             return Taken()
-        rows, grants, holds = flowdraw.admit(
+        rows, grants, holds = admission.admit(
             rows, owner=owner, now=now, slots_until=slots_until or now, defer_limited=True
         )
         if not rows:
@@ -362,10 +223,90 @@ def _uuid_or_none(value: object) -> UUID | None:
     return None if value is None else to_uuid(value)
 
 
-# --- write-back: polling.writing.writeback; checkpoints, sweep: polling.reading.checkpoints
-# (both re-exported here)
+# --- reads of a held flow-control key ----------------------------------------------
+
+WINDOW_LOCKS_SQL = "SELECT pg_advisory_xact_lock(%s, s) FROM unnest(%s::int[]) AS s ORDER BY s"
+WINDOW_LOCKS_BOUNDED_SQL = LOCK_BOUND_CTE + (
+    "SELECT pg_advisory_xact_lock(%s, s) FROM bound, unnest(%s::int[]) AS s ORDER BY s"
+)
+
+# One flow-control key's due jobs on the reader's shards, in due order, across the
+# buckets its shards have not drained (constants: pruned to those partitions).
+FLOW_TAKE_SQL = (
+    "SELECT "
+    + TAKE_COLUMNS
+    + """, bucket, shard
+FROM scheduling_job j
+WHERE j.team_id = %s AND j.flow_control_key = %s AND j.status = 'pending' AND j.due_at <= %s
+  AND j.bucket > %s AND j.bucket <= %s AND j.shard IN ({shards}){expired}
+ORDER BY j.due_at LIMIT %s
+"""
+)
 
 
-# --- reads of a held flow-control key: polling.reading.key_take (re-exported) ---------------
+def flow_take(
+    *,
+    owner: str,
+    leases: dict[int, int],
+    team_id: int,
+    key: str,
+    after_bucket: datetime,
+    open_bucket: datetime,
+    now: datetime,
+    limit: int,
+    skip: Container[UUID] = (),
+    fetch: int | None = None,
+    expired_only: bool = False,
+    slots_until: datetime | None = None,
+) -> Taken:
+    """Read a held flow-control key's due jobs on my shards and record those it may send.
 
-from polling.reading.key_take import flow_take as flow_take  # noqa: E402
+    For a key the caller keeps out of its shard reads (``held``): up to ``limit`` of
+    the key's due pending jobs on the shards of ``leases`` (``{shard: epoch}``) in
+    buckets after ``after_bucket`` up to ``open_bucket``, oldest first across those
+    shards, through ``admission.admit``, then one batch per shard, fenced like
+    ``batch_take`` (LeaseLost names the shard; nothing is recorded then). One
+    transaction, which takes the window lock of every shard of ``leases`` first
+    (ascending), each wait bounded as in ``batch_take`` (``WindowBusy``).
+    ``expired_only``: only jobs past their ``expires_at`` (a paused key).
+    ``drained`` is set when nothing of the key is left waiting.
+    """
+    shards = sorted(leases)
+    if not shards:
+        return Taken()
+    sql = FLOW_TAKE_SQL.format(
+        shards=placeholders(len(shards)),
+        expired=" AND j.expires_at <= %s" if expired_only else "",
+    )
+    params = [team_id, key, dt(now), dt(after_bucket), dt(open_bucket), *shards]
+    if expired_only:
+        params.append(dt(now))
+    fetch = fetch or limit
+    with bounded_atomic(lock_wait=True) as bounded:
+        if bounded:
+            fetch_all(WINDOW_LOCKS_BOUNDED_SQL, [lock_wait_param(), WINDOW_LOCK_CLASS, shards])
+        elif is_postgres():
+            fetch_all(WINDOW_LOCKS_SQL, [WINDOW_LOCK_CLASS, shards])
+        found = fetch_all(sql, [*params, fetch])
+        rows = rows_typed([r[:12] for r in found])
+        places = {row[0]: (to_dt(r[12]), int(r[13])) for row, r in zip(rows, found, strict=True)}
+        if skip:
+            rows = [r for r in rows if r[0] not in skip]
+        short = len(found) < fetch
+        rows = rows[:limit]
+        if not rows:
+            taken = Taken()
+            taken.drained = short
+            return taken
+        rows, grants, holds = admission.admit(
+            rows, owner=owner, now=now, slots_until=slots_until or now
+        )
+        jobs: list[ClaimedJob] = []
+        for shard in sorted({places[r[0]][1] for r in rows}):
+            mine = [r for r in rows if places[r[0]][1] == shard]
+            batch = batch_record(owner, shard, leases[shard], mine, now)
+            jobs += (job_of(r, places[r[0]][0], shard, leases[shard], batch, grants) for r in mine)
+    jobs.sort(key=lambda job: job.due_at)
+    taken = Taken(jobs, holds)
+    taken.drained = short and not holds
+    return taken

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from polling import conf
 from polling.dispatch.base import ClaimedJob, Outcome, answered_in_order
-from polling.reading.take import Result
+from polling.writing.writeback import Result
 from scheduling import keys
 from scheduling.buckets import shard_counts_record
 from scheduling.clock import open_bucket

@@ -11,14 +11,24 @@ so PostgreSQL prunes to that partition.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
 import orjson
 
-from polling.common.sql import LEASE_FENCE, dt, fetch_all, id_in, is_postgres, placeholders, to_uuid
+from polling import metrics
+from polling.common.sql import (
+    LEASE_FENCE,
+    dt,
+    fetch_all,
+    id_in,
+    is_postgres,
+    placeholders,
+    rowcount,
+    to_uuid,
+)
 
 
 @dataclass(slots=True)  # not frozen (a batch makes one per job); read-only all the same
@@ -177,3 +187,36 @@ def _write_values(owner: str, results: Sequence[Result], now: datetime) -> list[
     )
     tail = [*(dt(b) for b in buckets), *id_params, owner, dt(now)]
     return fetch_all(sql, [*params, dt(now), dt(now), *tail])
+
+
+INFLIGHT_FORGET_SQL = "DELETE FROM scheduling_inflightbatch WHERE id IN ({ids})"
+
+
+def inflight_forget(batches: Iterable[int]) -> int:
+    """Delete batch rows whose jobs are all written back (in the write-back's transaction)."""
+    wanted = sorted(set(batches))
+    if not wanted:
+        return 0
+    return rowcount(INFLIGHT_FORGET_SQL.format(ids=placeholders(len(wanted))), wanted)
+
+
+def outcomes_export(results: Sequence[Result], written: Collection[UUID], now: datetime) -> None:
+    """Export what a write-back recorded: outcomes by result, delivery latency.
+
+    One counter increment per result kind, not per job; one latency observation
+    per delivered job.
+    """
+    counts: dict[str, int] = {}
+    everything = len(written) == len(results)  # the usual batch: no id lookups
+    for result in results:
+        if not everything and result.job_id not in written:
+            continue
+        if result.status == "pending":
+            kind = "retry" if result.counted else "deferred"
+        else:
+            kind = result.status
+        counts[kind] = counts.get(kind, 0) + 1
+        if kind == "delivered":
+            metrics.DELIVERY_LATENCY.observe(max(0.0, (now - result.due_at).total_seconds()))
+    for kind, count in counts.items():
+        metrics.DELIVERIES.labels(kind).inc(count)

@@ -18,8 +18,8 @@ from datetime import timedelta
 import pytest
 from django.db import connection, transaction
 
+from polling.ownership import leases
 from polling.ownership.registration import shard_rows_ensure
-from polling.reading import take as claims
 from scheduling import cancels, services
 from scheduling.clock import db_now
 from scheduling.errors import JobNotPending
@@ -46,7 +46,7 @@ def _due_job_leased(team) -> tuple[Job, int]:
     job = _due_job(team)
     shard_rows_ensure(shard_count=64)
     now = db_now()
-    epoch = claims.lease_acquire(
+    epoch = leases.lease_acquire(
         owner="x", shards=[job.shard], now=now, until=now + timedelta(minutes=5)
     )[job.shard]
     return job, epoch
@@ -65,16 +65,16 @@ def test_a_cancel_waits_for_a_read_in_progress_and_answers_409(team) -> None:
     reader = run_django_script(
         "import time\n"
         "from datetime import datetime\n"
-        "from polling import claims\n"
+        "from polling.reading import take\n"
         "from scheduling.clock import db_now\n"
-        "real = claims.ids_text\n"
+        "real = take.ids_text\n"
         "def slow(ids):\n"
         "    text = real(ids)\n"
         "    print('read', flush=True)\n"
         "    time.sleep(2)  # between the read and the batch row, window lock held\n"
         "    return text\n"
-        "claims.ids_text = slow\n"
-        f"jobs = claims.batch_take(owner='x', epoch={epoch}, "
+        "take.ids_text = slow\n"
+        f"jobs = take.batch_take(owner='x', epoch={epoch}, "
         f"bucket=datetime.fromisoformat('{job.bucket.isoformat()}'), shard={job.shard}, "
         "now=db_now(), limit=10)\n"
         "print([str(j.id) for j in jobs])\n"
@@ -97,10 +97,10 @@ def test_a_read_waits_for_a_cancel_in_progress_and_skips_the_job(team) -> None:
         locked = job_for_update(team=team, job_id=job.id)
         window_lock_shared([locked.shard])
         reader = run_django_script(
-            "from polling import claims\n"
+            "from polling.reading import take\n"
             "from scheduling.clock import db_now\n"
             "from datetime import datetime\n"
-            f"jobs = claims.batch_take(owner='x', epoch={epoch}, "
+            f"jobs = take.batch_take(owner='x', epoch={epoch}, "
             f"bucket=datetime.fromisoformat('{job.bucket.isoformat()}'), shard={job.shard}, "
             "now=db_now(), limit=10)\n"
             "print([str(j.id) for j in jobs])\n"

@@ -12,8 +12,8 @@ from datetime import timedelta
 
 import pytest
 
-from polling.ownership import registration as services
-from polling.reading import take as claims
+from polling.ownership import leases, registration
+from polling.reading import take
 from polling.writing.writeback import Result, write_back
 from scheduling import keys
 from scheduling.clock import db_now
@@ -52,8 +52,8 @@ def test_a_retry_moved_to_another_partition_is_audited_and_checked_by_i3(audited
     before it."""
     now = db_now()
     partitions_ensure(now=now, days=2)
-    services.shard_rows_ensure(shard_count=64)
-    [(shard, epoch)] = claims.lease_acquire(
+    registration.shard_rows_ensure(shard_count=64)
+    [(shard, epoch)] = leases.lease_acquire(
         owner="p0", shards={SHARD}, now=now, until=now + timedelta(minutes=5)
     ).items()
     _start, end = bounds_of(now)
@@ -62,7 +62,7 @@ def test_a_retry_moved_to_another_partition_is_audited_and_checked_by_i3(audited
     stayed = _pending(team, last_today, now=now)
     sql("SET application_name = 'faults-p0'")  # the writer, as the cluster names pollers
     try:
-        read = claims.batch_take(
+        read = take.batch_take(
             owner="p0", epoch=epoch, bucket=last_today, shard=SHARD, now=now, limit=10
         )
         assert {j.id for j in read} == {moved.id, stayed.id}

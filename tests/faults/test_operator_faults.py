@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from polling.ownership import registration as services
+from polling.ownership import registration
 from scheduling import keys
 from scheduling.clock import db_now
 from scheduling.cutovers import cutover_earliest, cutover_schedule
@@ -34,9 +34,9 @@ def _operator_moves(cluster: Cluster) -> None:
     window = cluster.fault_begin("operator: pin, drain, release, resume, unpin")
     moved = sorted(s for s, o in _owners().items() if o == "p0")[:6]
     for shard in moved:
-        assert services.shard_pin(shard=shard, poller="p1")
+        assert registration.shard_pin(shard=shard, poller="p1")
     _wait(lambda: all(_owners()[s] == "p1" for s in moved), "pinned shards on p1")
-    services.poller_drain(name="p2")
+    registration.poller_drain(name="p2")
     _wait(lambda: "p2" not in _owners().values(), "p2 drained")
     shard, owner, epoch = sql(
         "SELECT l.shard, l.owner, l.epoch FROM polling_shardlease l WHERE l.owner = 'p1'"
@@ -47,11 +47,11 @@ def _operator_moves(cluster: Cluster) -> None:
         "SELECT COALESCE(sum(job_count), 0) FROM scheduling_inflightbatch WHERE shard = %s",
         [shard],
     )[0]
-    assert services.lease_release(shard=shard, owner=owner, epoch=epoch)
+    assert registration.lease_release(shard=shard, owner=owner, epoch=epoch)
     window.in_flight = claimed + 25  # its in-flight batch, or the one it was claiming
-    services.poller_resume(name="p2")
+    registration.poller_resume(name="p2")
     for s in moved:
-        services.shard_unpin(shard=s)
+        registration.shard_unpin(shard=s)
     _wait(lambda: "p2" in _owners().values(), "p2 back")
     cluster.fault_end(window)
 

@@ -9,9 +9,11 @@ from datetime import timedelta
 import pytest
 
 from polling.models import ShardCheckpoint, ShardLease
+from polling.ownership import leases
 from polling.ownership.registration import shard_rows_ensure
-from polling.reading import take as claims
-from polling.reading.take import Result
+from polling.reading import checkpoints, take
+from polling.writing import writeback
+from polling.writing.writeback import Result
 from scheduling import keys
 from scheduling.inflight import job_in_flight
 from scheduling.models import InFlightBatch, Job, JobStatus
@@ -39,32 +41,32 @@ def claimed_by_a(team, base, *, n):
     shard = schedule(team, base, n=n)[0].shard
     bucket = keys.bucket_of(base, 60)
     now = base + timedelta(seconds=10)
-    epoch = claims.lease_acquire(owner="a", shards=[shard], now=base, until=base + L)[shard]
-    got = claims.batch_take(owner="a", epoch=epoch, bucket=bucket, shard=shard, now=now, limit=50)
+    epoch = leases.lease_acquire(owner="a", shards=[shard], now=base, until=base + L)[shard]
+    got = take.batch_take(owner="a", epoch=epoch, bucket=bucket, shard=shard, now=now, limit=50)
     return got, shard, bucket, now
 
 
 def test_acquire_increments_epoch_and_only_free_or_expired(base) -> None:
-    got = claims.lease_acquire(owner="a", shards=[0, 1], now=base, until=base + L)
+    got = leases.lease_acquire(owner="a", shards=[0, 1], now=base, until=base + L)
     assert got == {0: 1, 1: 1}
-    assert claims.lease_acquire(owner="b", shards=[0, 1, 2], now=base, until=base + L) == {2: 1}
+    assert leases.lease_acquire(owner="b", shards=[0, 1, 2], now=base, until=base + L) == {2: 1}
     later = base + L
-    assert claims.lease_acquire(owner="b", shards=[0], now=later, until=later + L) == {0: 2}
+    assert leases.lease_acquire(owner="b", shards=[0], now=later, until=later + L) == {0: 2}
     assert ShardLease.objects.get(shard=0).owner == "b"
 
 
 def test_renew_keeps_only_unexpired_and_release_is_owner_only(base) -> None:
-    claims.lease_acquire(owner="a", shards=[0, 1], now=base, until=base + L)
-    assert claims.lease_renew(owner="a", now=base + timedelta(seconds=5), until=base + 2 * L) == {
+    leases.lease_acquire(owner="a", shards=[0, 1], now=base, until=base + L)
+    assert leases.lease_renew(owner="a", now=base + timedelta(seconds=5), until=base + 2 * L) == {
         0: 1,
         1: 1,
     }
-    assert claims.lease_renew(owner="a", now=base + 3 * L, until=base + 4 * L) == {}
-    claims.lease_acquire(owner="b", shards=[0], now=base + 3 * L, until=base + 4 * L)
-    assert claims.lease_release(owner="a", shards=[0, 1]) == [1]
+    assert leases.lease_renew(owner="a", now=base + 3 * L, until=base + 4 * L) == {}
+    leases.lease_acquire(owner="b", shards=[0], now=base + 3 * L, until=base + 4 * L)
+    assert leases.lease_release(owner="a", shards=[0, 1]) == [1]
     assert ShardLease.objects.get(shard=0).owner == "b"
-    assert not claims.lease_release_fenced(shard=0, owner="b", epoch=1)
-    assert claims.lease_release_fenced(shard=0, owner="b", epoch=2)
+    assert not leases.lease_release_fenced(shard=0, owner="b", epoch=1)
+    assert leases.lease_release_fenced(shard=0, owner="b", epoch=2)
 
 
 def test_read_is_fenced_ordered_due_only_and_changes_no_row(team, base) -> None:
@@ -72,19 +74,19 @@ def test_read_is_fenced_ordered_due_only_and_changes_no_row(team, base) -> None:
     shard = collections.Counter(j.shard for j in jobs).most_common(1)[0][0]
     in_shard = sorted((j for j in jobs if j.shard == shard), key=lambda j: j.due_at)
     assert len(in_shard) >= 3
-    epoch = claims.lease_acquire(owner="a", shards=[shard], now=base, until=base + L)[shard]
+    epoch = leases.lease_acquire(owner="a", shards=[shard], now=base, until=base + L)[shard]
     bucket = keys.bucket_of(base, 60)
-    take = functools.partial(claims.batch_take, bucket=bucket, shard=shard)
+    take_due = functools.partial(take.batch_take, bucket=bucket, shard=shard)
     # Not due yet: nothing, and no batch recorded.
-    assert not take(owner="a", epoch=epoch, now=base, limit=9)
+    assert not take_due(owner="a", epoch=epoch, now=base, limit=9)
     assert not InFlightBatch.objects.exists()
     now = base + timedelta(seconds=10)
     # Wrong epoch, wrong owner, expired lease: fenced out, nothing recorded.
     for owner, at_epoch, at in (("a", epoch + 1, now), ("b", epoch, now), ("a", epoch, base + L)):
-        with pytest.raises(claims.LeaseLost):
-            take(owner=owner, epoch=at_epoch, now=at, limit=9)
+        with pytest.raises(leases.LeaseLost):
+            take_due(owner=owner, epoch=at_epoch, now=at, limit=9)
     assert not InFlightBatch.objects.exists()
-    got = take(owner="a", epoch=epoch, now=now, limit=1)
+    got = take_due(owner="a", epoch=epoch, now=now, limit=1)
     assert [g.id for g in got] == [in_shard[0].id]
     assert got[0].attempt == 1 and got[0].payload == {"n": 1} and got[0].target == "noop"
     assert got[0].epoch == epoch
@@ -94,7 +96,7 @@ def test_read_is_fenced_ordered_due_only_and_changes_no_row(team, base) -> None:
     assert (batch.id, batch.shard, batch.epoch, batch.owner) == (got[0].batch, shard, epoch, "a")
     assert job_in_flight(row) and not job_in_flight(Job.objects.get(id=in_shard[1].id))
     # The next read from the cursor passes over what is in flight.
-    more = take(
+    more = take_due(
         owner="a", epoch=epoch, now=now, limit=2, after=got[0].due_at, skip={row.id: 0}, fetch=3
     )
     assert [g.id for g in more] == [j.id for j in in_shard[1:3]]
@@ -104,11 +106,11 @@ def test_write_back_is_fenced_by_lease_epoch(team, base) -> None:
     got, shard, _, _ = claimed_by_a(team, base, n=10)
     # b takes the shard over after a's lease expired: a's write-back changes nothing.
     later = base + L + timedelta(seconds=1)
-    claims.lease_acquire(owner="b", shards=[shard], now=later, until=later + L)
+    leases.lease_acquire(owner="b", shards=[shard], now=later, until=later + L)
     results = [Result(j.id, "delivered", j.due_at, j.bucket, j.shard, epoch=j.epoch) for j in got]
-    assert claims.write_back(owner="a", results=results, now=later) == set()
+    assert writeback.write_back(owner="a", results=results, now=later) == set()
     assert set(Job.objects.filter(shard=shard).values_list("status", flat=True)) == {"pending"}
-    assert claims.inflight_clear_stale(owner="b", shards=[shard], now=later) == 1
+    assert leases.inflight_clear_stale(owner="b", shards=[shard], now=later) == 1
     assert not InFlightBatch.objects.exists()
 
 
@@ -136,7 +138,7 @@ def test_write_back_outcomes_in_two_statements(team, base, django_assert_max_num
     ]
     # Delivered rows joined to arrays (PostgreSQL), every other outcome in one VALUES join.
     with django_assert_max_num_queries(2):
-        written = claims.write_back(owner="a", results=results, now=now)
+        written = writeback.write_back(owner="a", results=results, now=now)
     assert written == {j.id for j in got}
     for i, r in enumerate(results):
         row = Job.objects.get(id=r.job_id)
@@ -147,31 +149,35 @@ def test_write_back_outcomes_in_two_statements(team, base, django_assert_max_num
         assert (row.last_attempt_at, row.last_attempt_ms) == (started, i)
         assert row.last_status_code == r.status_code
     # Written once: a second write-back of the same results finds nothing pending there.
-    assert claims.write_back(owner="a", results=results[::4], now=now) == set()
+    assert writeback.write_back(owner="a", results=results[::4], now=now) == set()
 
 
 def test_checkpoint_advances_only_past_drained_buckets_and_fenced(team, base) -> None:
     jobs = schedule(team, base, n=5)
     shard = jobs[0].shard
-    epoch = claims.lease_acquire(owner="a", shards=[shard], now=base, until=base + L)[shard]
+    epoch = leases.lease_acquire(owner="a", shards=[shard], now=base, until=base + L)[shard]
     bucket = keys.bucket_of(base, 60)
     later = bucket + timedelta(minutes=10)
     # Shard still holds pending rows in ``bucket``: cannot pass it.
     now = base + timedelta(seconds=1)
-    assert claims.checkpoint_advance(owner="a", targets={shard: (epoch, later)}, now=now) == {}
+    assert checkpoints.checkpoint_advance(owner="a", targets={shard: (epoch, later)}, now=now) == {}
     # Up to just before it is fine.
     before = bucket - timedelta(minutes=1)
-    moved = claims.checkpoint_advance(owner="a", targets={shard: (epoch, before)}, now=now)
+    moved = checkpoints.checkpoint_advance(owner="a", targets={shard: (epoch, before)}, now=now)
     assert moved == {shard: before}
     # Wrong epoch: nothing.
     other = jobs[0].shard + 1 if jobs[0].shard < 63 else 0
-    assert claims.checkpoint_advance(owner="a", targets={other: (epoch, before)}, now=now) == {}
+    assert (
+        checkpoints.checkpoint_advance(owner="a", targets={other: (epoch, before)}, now=now) == {}
+    )
     Job.objects.filter(shard=shard).update(status="delivered")
-    moved = claims.checkpoint_advance(owner="a", targets={shard: (epoch, later)}, now=now)
+    moved = checkpoints.checkpoint_advance(owner="a", targets={shard: (epoch, later)}, now=now)
     assert moved == {shard: later}
     assert ShardCheckpoint.objects.get(shard=shard).last_drained == later
     # Never backwards.
-    assert claims.checkpoint_advance(owner="a", targets={shard: (epoch, before)}, now=now) == {}
+    assert (
+        checkpoints.checkpoint_advance(owner="a", targets={shard: (epoch, before)}, now=now) == {}
+    )
 
 
 def test_frontier_finds_first_non_empty_bucket(team, base) -> None:
@@ -179,7 +185,7 @@ def test_frontier_finds_first_non_empty_bucket(team, base) -> None:
     near = schedule(team, base, n=3)
     later = schedule(team, far, n=3)
     shards = {j.shard for j in near + later}
-    result = claims.frontier(shards=range(64), open_bucket=far + timedelta(hours=1))
+    result = checkpoints.frontier(shards=range(64), open_bucket=far + timedelta(hours=1))
     for shard in range(64):
         checkpoint, first = result[shard].checkpoint, result[shard].bucket
         assert checkpoint is None
@@ -202,11 +208,11 @@ def test_write_back_with_the_batch_epoch_checks_that_lease(team, base) -> None:
         return [Result(j.id, "delivered", j.due_at, j.bucket, j.shard, epoch=at_epoch) for j in got]
 
     # An epoch that is not the read's writes nothing ...
-    assert claims.write_back(owner="a", results=results(epoch + 1), now=now) == set()
+    assert writeback.write_back(owner="a", results=results(epoch + 1), now=now) == set()
     # ... another owner neither ...
-    assert claims.write_back(owner="b", results=results(epoch), now=now) == set()
+    assert writeback.write_back(owner="b", results=results(epoch), now=now) == set()
     # ... and the lease's own epoch writes them all.
-    assert claims.write_back(owner="a", results=results(epoch), now=now) == {j.id for j in got}
+    assert writeback.write_back(owner="a", results=results(epoch), now=now) == {j.id for j in got}
     assert set(Job.objects.filter(id__in=[j.id for j in got]).values_list("status", flat=True)) == {
         JobStatus.DELIVERED
     }

@@ -188,10 +188,10 @@ def test_a_batch_costs_the_same_statements_whatever_its_size(team, jobs) -> None
     poller = poller_build(batch_size=2000)
     poller.iterate(now=base - timedelta(seconds=5))  # leases, partitions; nothing due yet
     poller._anchor(base + timedelta(seconds=5))
-    poller._next_maintenance = base + timedelta(hours=1)  # lease renewal is time-gated
+    poller.ownership.next_renewal = base + timedelta(hours=1)  # lease renewal is time-gated
     with CaptureQueriesContext(connection) as queries:
-        claimed = poller._claim(base, shard, 2000)
-        poller._settle()
+        claimed = poller.shard_reads.read(base, shard, 2000)
+        poller.pump.settle()
     assert claimed == in_shard
     work = [q["sql"] for q in queries if "SAVEPOINT" not in q["sql"]]
     if connection.vendor == "postgresql":

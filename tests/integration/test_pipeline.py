@@ -46,7 +46,7 @@ def test_fast_results_are_written_while_a_slow_host_is_still_in_flight(team) -> 
         poller.iterate(now=base + timedelta(seconds=1), settle=False)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and set(statuses(fast)) != {"delivered"}:
-            poller._pump(wait=0.05)
+            poller.pump.pump(wait=0.05)
         assert set(statuses(fast)) == {"delivered"}
         assert set(statuses(slow)) == {"pending"}  # still in flight, not holding anyone up
         assert poller.pipeline.in_flight == len(slow)
@@ -55,9 +55,9 @@ def test_fast_results_are_written_while_a_slow_host_is_still_in_flight(team) -> 
         poller.iterate(now=base + timedelta(seconds=3), settle=False)  # claims go on meanwhile
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and statuses([later]) != ["delivered"]:
-            poller._pump(wait=0.05)
+            poller.pump.pump(wait=0.05)
         assert statuses([later]) == ["delivered"]
-        poller._settle()
+        poller.pump.settle()
         poller.sink.close()
     assert set(statuses(slow)) == {"delivered"}
     assert poller.pipeline.in_flight == 0
@@ -163,23 +163,23 @@ def _one_job_out(team):
 
 def test_results_of_a_lease_lost_mid_flight_are_fenced_out(team) -> None:
     from polling.models import ShardLease
-    from polling.reading import take as claims
+    from polling.ownership import leases
 
     job, sink, poller, now = _one_job_out(team)
     # Another poller takes the shard over (the lease expired meanwhile): a new epoch.
     ShardLease.objects.filter(shard=job.shard).update(expires_at=now - timedelta(seconds=1))
-    taken = claims.lease_acquire(
+    taken = leases.lease_acquire(
         owner="p2", shards=[job.shard], now=now, until=now + timedelta(minutes=5)
     )
     assert taken
     sink.release()
-    poller._settle()
+    poller.pump.settle()
     job.refresh_from_db()
     assert job.status == "pending"  # the late delivery was not written: p2 delivers it
     assert job.attempts == 0 and job.last_attempt_at is None
     assert job.shard not in poller.leases
     assert DeliveryAttempt.objects.filter(job=job).count() == 0
-    assert claims.inflight_clear_stale(owner="p2", shards=[job.shard], now=now) == 1
+    assert leases.inflight_clear_stale(owner="p2", shards=[job.shard], now=now) == 1
     assert not job_in_flight(job)
 
 
@@ -220,7 +220,7 @@ def test_a_late_outcome_of_a_forgotten_read_leaves_the_next_read_in_place(team) 
     (old, _), (new, _) = sink.held
     assert old.id == new.id == job.id and old.batch != new.batch
     sink.release()  # the forgotten read's outcome first, then the new read's
-    poller._settle()
+    poller.pump.settle()
     job.refresh_from_db()
     assert job.status == "delivered" and job.attempts == 1
     assert not InFlightBatch.objects.filter(shard=job.shard).exists()

@@ -222,9 +222,9 @@ def test_runpoller_once_and_lag(team) -> None:
 
 
 def test_pollers_beyond_the_shard_count_are_standbys(monkeypatch, caplog) -> None:
-    from polling.reading import lag as selectors
+    from polling.ownership import keeper
 
-    monkeypatch.setattr(selectors, "shard_count_max", lambda: 2)
+    monkeypatch.setattr(keeper, "shard_count_max", lambda: 2)
     base = future_base()
     pollers = [poller_build(f"s{i}") for i in range(4)]
     for _ in range(2):
@@ -239,7 +239,7 @@ def test_pollers_beyond_the_shard_count_are_standbys(monkeypatch, caplog) -> Non
 
 
 def test_failed_write_back_strands_nothing(team, monkeypatch) -> None:
-    from polling.reading import take as claims
+    from polling.writing import writeback
 
     base = future_base()
     ((job, _),) = job_schedule_many(
@@ -247,19 +247,19 @@ def test_failed_write_back_strands_nothing(team, monkeypatch) -> None:
     )
     sink = RecordingSink()
     poller = poller_build(sink=sink)
-    real = claims.write_back
+    real = writeback.write_back
 
     def broken(**kwargs):
         raise RuntimeError("connection lost during write-back")
 
-    monkeypatch.setattr(claims, "write_back", broken)
+    monkeypatch.setattr(writeback, "write_back", broken)
     now = base + timedelta(seconds=5)
     assert poller.step(now=now) is False
     job.refresh_from_db()
     assert job.status == "pending" and poller.leases == {}
     (batch,) = InFlightBatch.objects.all()  # the stranded batch, of the dropped epoch
     assert not ShardLease.objects.filter(owner="p1").exists()
-    monkeypatch.setattr(claims, "write_back", real)
+    monkeypatch.setattr(writeback, "write_back", real)
     poller.step(now=now + timedelta(seconds=1))
     job.refresh_from_db()
     # Delivered twice (the duplicate a crash allows), counted once: the one write.

@@ -7,9 +7,8 @@ from datetime import timedelta
 import pytest
 
 from polling.models import ShardLease
-from polling.ownership import registration as services
+from polling.ownership import leases, registration
 from polling.ownership.renewer import DispatchProgress, LeaseRenewer
-from polling.reading import take as claims
 from scheduling.clock import db_now
 
 pytestmark = pytest.mark.django_db
@@ -20,9 +19,9 @@ def _held_until() -> dict[int, object]:
 
 
 def test_renews_while_deliveries_finish_and_stops_when_stuck() -> None:
-    services.shard_rows_ensure(shard_count=4)
+    registration.shard_rows_ensure(shard_count=4)
     now = db_now()
-    claims.lease_acquire(owner="p1", shards=[0, 1], now=now, until=now + timedelta(seconds=3))
+    leases.lease_acquire(owner="p1", shards=[0, 1], now=now, until=now + timedelta(seconds=3))
     before = _held_until()
     progress = DispatchProgress()
     renewer = LeaseRenewer(owner="p1", lease_seconds=60, stall_seconds=5, progress=progress)
@@ -41,9 +40,9 @@ def test_renews_while_deliveries_finish_and_stops_when_stuck() -> None:
 
 
 def test_an_expired_lease_is_not_revived() -> None:
-    services.shard_rows_ensure(shard_count=2)
+    registration.shard_rows_ensure(shard_count=2)
     now = db_now()
-    claims.lease_acquire(owner="p1", shards=[0], now=now, until=now - timedelta(seconds=1))
+    leases.lease_acquire(owner="p1", shards=[0], now=now, until=now - timedelta(seconds=1))
     progress = DispatchProgress()
     renewer = LeaseRenewer(owner="p1", lease_seconds=3, stall_seconds=5, progress=progress)
     with progress.dispatching_batch():

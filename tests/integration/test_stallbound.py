@@ -19,9 +19,9 @@ from django.test import override_settings
 
 from polling.common.sql import fetch_all
 from polling.models import ShardLease
-from polling.ownership import stall_bounds as stallbound
+from polling.ownership import leases, stall_bounds
 from polling.ownership.registration import shard_rows_ensure
-from polling.reading import take as claims
+from polling.reading import take
 from scheduling import keys
 from scheduling.inflight import WINDOW_LOCK_CLASS
 from scheduling.models import InFlightBatch
@@ -51,8 +51,8 @@ def settings_now() -> tuple[str, str]:
 @pytest.fixture
 def session_bound():
     """Call it to bound this thread's connections as a ``runpoller`` does; undone after."""
-    yield stallbound.session_bound_install
-    stallbound.session_bound_remove()
+    yield stall_bounds.session_bound_install
+    stall_bounds.session_bound_remove()
 
 
 @pytest.mark.skipif(
@@ -74,16 +74,16 @@ def test_a_poller_thread_s_connections_carry_the_idle_bound(session_bound) -> No
 
 @override_settings(SENDLATER_LEASE_SECONDS=3)
 def test_the_lock_bound_holds_inside_the_outermost_transaction_and_goes_with_it() -> None:
-    assert stallbound.lock_wait_ms() == 750  # a quarter lease, under LOCK_WAIT_MS
-    with stallbound.bounded_atomic(lock_wait=True) as bounded:
+    assert stall_bounds.lock_wait_ms() == 750  # a quarter lease, under LOCK_WAIT_MS
+    with stall_bounds.bounded_atomic(lock_wait=True) as bounded:
         assert bounded
-        fetch_all(claims.WINDOW_LOCK_BOUNDED_SQL, [stallbound.lock_wait_param(), 1, 2])
+        fetch_all(take.WINDOW_LOCK_BOUNDED_SQL, [stall_bounds.lock_wait_param(), 1, 2])
         # (behind pgbouncer the transaction sets its idle bound too: the next test)
         idle = "3s" if getattr(settings, "SENDLATER_PGBOUNCER", False) else "0"
         assert settings_now() == (idle, "750ms")
     assert settings_now() == ("0", "0")
     # inside a caller's transaction: left alone
-    with transaction.atomic(), stallbound.bounded_atomic(lock_wait=True) as bounded:
+    with transaction.atomic(), stall_bounds.bounded_atomic(lock_wait=True) as bounded:
         assert not bounded
 
 
@@ -91,14 +91,14 @@ def test_the_lock_bound_holds_inside_the_outermost_transaction_and_goes_with_it(
 def test_behind_pgbouncer_each_transaction_sets_the_idle_bound_for_itself(session_bound) -> None:
     session_bound()
     assert settings_now() == ("0", "0")  # no session setting through a pooler
-    with stallbound.bounded_atomic():
+    with stall_bounds.bounded_atomic():
         assert settings_now() == ("3s", "0")
     assert settings_now() == ("0", "0")
 
 
 @override_settings(SENDLATER_LEASE_SECONDS=60)
 def test_lock_wait_is_capped() -> None:
-    assert stallbound.lock_wait_ms() == stallbound.LOCK_WAIT_MS
+    assert stall_bounds.lock_wait_ms() == stall_bounds.LOCK_WAIT_MS
 
 
 @pytest.fixture
@@ -111,7 +111,7 @@ def leased_shard():
     jobs = [job for job, _ in job_schedule_many(team=team, specs=specs, now=base)]
     shard = jobs[0].shard
     due = sum(1 for job in jobs if job.shard == shard)
-    epoch = claims.lease_acquire(
+    epoch = leases.lease_acquire(
         owner="a", shards=[shard], now=base, until=base + timedelta(seconds=15)
     )[shard]
     return shard, epoch, keys.bucket_of(base, 60), base + timedelta(seconds=10), due
@@ -121,21 +121,21 @@ def leased_shard():
 def test_a_read_gives_a_held_window_up_and_reads_it_once_free(leased_shard) -> None:
     shard, epoch, bucket, now, due = leased_shard
 
-    def take():
-        return claims.batch_take(
+    def read_shard():
+        return take.batch_take(
             owner="a", epoch=epoch, bucket=bucket, shard=shard, now=now, limit=50
         )
 
     with psycopg.connect(procs.test_database_url()) as other:  # a stopped poller's window
         other.execute("SELECT pg_advisory_xact_lock(%s, %s)", [WINDOW_LOCK_CLASS, shard])
         started = time.monotonic()
-        with pytest.raises(claims.WindowBusy):
-            take()
+        with pytest.raises(stall_bounds.WindowBusy):
+            read_shard()
         waited = time.monotonic() - started
         assert 0.4 <= waited < 3  # the bounded wait (500 ms), not the holder's time
         assert not InFlightBatch.objects.exists()  # nothing recorded
-        with pytest.raises(claims.WindowBusy):  # the key reads give way the same
-            claims.flow_take(
+        with pytest.raises(stall_bounds.WindowBusy):  # the key reads give way the same
+            take.flow_take(
                 owner="a",
                 leases={shard: epoch},
                 team_id=1,
@@ -147,7 +147,7 @@ def test_a_read_gives_a_held_window_up_and_reads_it_once_free(leased_shard) -> N
             )
         other.rollback()
     assert settings_now() == ("0", "0")  # rolled back with the transaction
-    assert len(take()) == due
+    assert len(read_shard()) == due
 
 
 @override_settings(SENDLATER_LEASE_SECONDS=1)
@@ -156,7 +156,7 @@ def test_a_transaction_left_idle_for_a_lease_is_ended_and_its_locks_let_go(
 ) -> None:
     session_bound()
     shard_rows_ensure(shard_count=64)
-    with pytest.raises(DatabaseError), stallbound.bounded_atomic():
+    with pytest.raises(DatabaseError), stall_bounds.bounded_atomic():
         fetch_all("SELECT pg_advisory_xact_lock(%s, %s)", [WINDOW_LOCK_CLASS, 7])
         fetch_all("UPDATE polling_shardlease SET owner = 'stalled' WHERE shard = 7", [])
         # Stopped here past the lease: PostgreSQL ends the session while this

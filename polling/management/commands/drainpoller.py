@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from polling.ownership import registration as services
+from polling.ownership import registration
 
 logger = logging.getLogger("polling.console")
 
@@ -24,10 +24,10 @@ class Command(BaseCommand):
         name = options["name"]
         try:
             if options["resume"]:
-                services.poller_resume(name=name)
+                registration.poller_resume(name=name)
             else:
-                services.poller_drain(name=name)
-        except services.PollerNotFound as error:
+                registration.poller_drain(name=name)
+        except registration.PollerNotFound as error:
             raise CommandError(f"{error} (see the admin's Pollers page)") from error
         verb = "resumed" if options["resume"] else "draining"
         logger.info(

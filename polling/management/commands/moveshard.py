@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from polling.console.actions import live_poller_names
 from polling.models import Poller, ShardLease
-from polling.ownership import registration as services
+from polling.ownership import registration
 
 logger = logging.getLogger("polling.console")
 
@@ -46,9 +46,9 @@ class Command(BaseCommand):
                 )
         for shard in shards:
             if target is None:
-                services.shard_unpin(shard=shard)
+                registration.shard_unpin(shard=shard)
             else:
-                services.shard_pin(shard=shard, poller=target)
+                registration.shard_pin(shard=shard, poller=target)
         where = f"pinned to {target}" if target else "unpinned"
         logger.info(
             "console: shards %s %s via moveshard. Reason: %s", shards, where, options["reason"]

@@ -19,7 +19,7 @@ from polling import conf
 from polling.common.log_context import ProcessContext
 from polling.dispatch.router import Router, sinks_build
 from polling.engine.poller import Poller
-from polling.ownership import stall_bounds as stallbound
+from polling.ownership import stall_bounds
 from polling.ownership.registration import PollerNameInUse
 from scheduling import handlers
 
@@ -89,7 +89,7 @@ class Command(BaseCommand):
         # Every log line of this process names its poller (a field in JSON logs).
         for handler in logging.getLogger().handlers:
             handler.addFilter(ProcessContext(poller=name))
-        stallbound.session_bound_install()  # before the first statement of this process
+        stall_bounds.session_bound_install()  # before the first statement of this process
         _database_reachable()
         self.check()
         port = options["metrics_port"]
