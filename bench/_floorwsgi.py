@@ -82,10 +82,10 @@ def _insert(body: bytes) -> tuple[object, str, tuple[object, ...], int]:
     the statement, its parameters and where the job id sits among them."""
     from django.utils import timezone
 
-    from scheduling import services
     from scheduling.api import ratelimit
     from scheduling.api.bulkplain import job_create_plain
     from scheduling.api.serializers import job_spec_from
+    from scheduling.jobs import services
     from scheduling.models import Team
 
     team = Team.objects.order_by("pk").last()

@@ -203,9 +203,9 @@ def run(args: argparse.Namespace, pollers: int, env: dict[str, str], label: str)
     from django.db import connection
 
     from scheduling import keys
-    from scheduling.clock import db_now
+    from scheduling.jobs.services import JobSpec, job_schedule_many
     from scheduling.models import Team
-    from scheduling.services import JobSpec, job_schedule_many
+    from scheduling.sharding.clock import db_now
 
     with connection.cursor() as cursor:
         cursor.execute(

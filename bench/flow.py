@@ -169,7 +169,7 @@ def main() -> int:
 
 def _schedule(team, url: str, count: int, first, spread: float, key) -> None:
     """``key``: the flow-control key of job ``i`` (``key(i)``)."""
-    from scheduling.services import JobSpec, job_schedule_many
+    from scheduling.jobs.services import JobSpec, job_schedule_many
 
     chunk = 10_000
     for offset in range(0, count, chunk):
@@ -191,9 +191,9 @@ def _schedule(team, url: str, count: int, first, spread: float, key) -> None:
 
 def run(args: argparse.Namespace) -> None:
 
-    from scheduling.clock import db_now
     from scheduling.flow.services import flow_limits_set
     from scheduling.models import Team
+    from scheduling.sharding.clock import db_now
 
     team, _ = Team.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
     total = args.rate_jobs + args.par_jobs + args.plain_jobs

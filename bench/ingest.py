@@ -43,7 +43,7 @@ _SHARE: dict = {}  # what forked workers inherit: the prepared specs and the tea
 def _schedule_share(first: int, step: int, batch: int) -> int:
     from django.db import connections
 
-    from scheduling.services import job_schedule_many
+    from scheduling.jobs.services import job_schedule_many
 
     specs, team, done = _SHARE["specs"], _SHARE["team"], 0
     for offset in range(first, len(specs), step):
@@ -59,9 +59,9 @@ def service(jobs: int, batch: int, database: str, processes: int = 1) -> None:
     from django.core.management import call_command
     from django.db import connections
 
-    from scheduling.clock import db_now
+    from scheduling.jobs.services import JobSpec, job_schedule_many
     from scheduling.models import Job, Team
-    from scheduling.services import JobSpec, job_schedule_many
+    from scheduling.sharding.clock import db_now
     from scheduling.storage.partitions import partitions_ensure
 
     call_command("migrate", verbosity=0)

@@ -118,8 +118,8 @@ def main() -> int:
 
 def create_schedules(args: argparse.Namespace) -> None:
     from scheduling import keys
-    from scheduling.clock import db_now
     from scheduling.models import Schedule, Team
+    from scheduling.sharding.clock import db_now
 
     team, _ = Team.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
     now = db_now().replace(microsecond=0)
@@ -160,8 +160,8 @@ def create_schedules(args: argparse.Namespace) -> None:
 def materialization_rate(args: argparse.Namespace) -> None:
     from polling.ownership import leases, registration
     from polling.upkeep.schedules import schedules_materialize
-    from scheduling.clock import db_now
     from scheduling.models import ScheduleOccurrence
+    from scheduling.sharding.clock import db_now
 
     registration.shard_rows_ensure(shard_count=args.shards)
     now = db_now()
@@ -187,8 +187,8 @@ def materialization_rate(args: argparse.Namespace) -> None:
 def delivery(args: argparse.Namespace, env: dict[str, str]) -> None:
     from django.db import connection
 
-    from scheduling.clock import db_now
     from scheduling.models import Schedule
+    from scheduling.sharding.clock import db_now
 
     started = db_now()
     first = Schedule.objects.order_by("anchor_at").values_list("anchor_at", flat=True)[0]

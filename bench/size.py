@@ -166,8 +166,8 @@ def main() -> None:
 
     from polling.ownership.registration import shard_rows_ensure
     from scheduling import keys
-    from scheduling.clock import db_now
     from scheduling.models import Team
+    from scheduling.sharding.clock import db_now
     from scheduling.storage.partitions import partitions_ensure
 
     try:

@@ -238,10 +238,10 @@ def run(
     from django.db import connection
 
     from scheduling import keys
-    from scheduling.buckets import forget_cached_counts
-    from scheduling.clock import db_now
+    from scheduling.jobs.services import JobSpec, job_schedule_many
     from scheduling.models import Team
-    from scheduling.services import JobSpec, job_schedule_many
+    from scheduling.sharding.buckets import forget_cached_counts
+    from scheduling.sharding.clock import db_now
 
     with connection.cursor() as cursor:
         cursor.execute(

@@ -1,13 +1,13 @@
 """Admin for teams, jobs, buckets and the shard-count schedule (read-mostly).
 
-The jobs changelist lives in scheduling.job_admin.
+The jobs changelist lives in scheduling.console.jobs.
 """
 
 from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from scheduling.job_admin import JobAdmin
+from scheduling.console.jobs import JobAdmin
 from scheduling.models import ApiKey, Bucket, Job, ShardCountSchedule, Team
 from scheduling.teams import api_key_revoke, team_rotate_signing_secret
 

@@ -9,6 +9,9 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
+from scheduling.choices import JobStatus as JobStatus
+from scheduling.choices import TargetKind as TargetKind
+
 SIGNING_SECRET_PREFIX = "whsec_"  # noqa: S105 (a format marker, not a secret)
 SIGNING_SECRET_BYTES = 32
 
@@ -77,19 +80,6 @@ class Bucket(models.Model):
 
     def __str__(self) -> str:
         return f"{self.start.isoformat()} ({self.shard_count} shards)"
-
-
-class JobStatus(models.TextChoices):
-    PENDING = "pending"
-    DELIVERED = "delivered"
-    DEAD = "dead"
-    CANCELED = "canceled"
-    EXPIRED = "expired"
-
-
-class TargetKind(models.TextChoices):
-    WEBHOOK = "webhook"
-    HANDLER = "handler"
 
 
 class Job(models.Model):
@@ -193,7 +183,7 @@ class InFlightBatch(models.Model):
     The lease is the lock: a shard's owner reads its due pending rows without
     changing them and records one of these per batch (``polling.reading.take.batch_take``),
     then writes each job once, when its outcome is known. Cancel and reschedule
-    consult it to answer 409 for a job in flight (``scheduling.inflight``). Rows of
+    consult it to answer 409 for a job in flight (``scheduling.jobs.inflight``). Rows of
     an epoch no longer current are deleted by the shard's next owner.
     """
 
@@ -338,7 +328,7 @@ class ThrottleCounter(models.Model):
 
 # Models of their own modules, registered (and importable) here.
 from scheduling.flow.models import FlowControl, FlowSlot  # noqa: E402, F401
-from scheduling.schedule_models import (  # noqa: E402, F401
+from scheduling.schedules.models import (  # noqa: E402, F401
     MissedPolicy,
     Schedule,
     ScheduleOccurrence,

@@ -29,9 +29,9 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 from scheduling import handlers
-from scheduling.inflight import job_in_flight
+from scheduling.jobs.inflight import job_in_flight
+from scheduling.jobs.services import job_schedule
 from scheduling.models import Job, JobStatus, TargetKind, TaskRun, Team
-from scheduling.services import job_schedule
 
 HANDLER_NAME = "django.task"
 
@@ -45,7 +45,7 @@ _STATUS = {
 
 
 def _status(job: Job) -> TaskResultStatus:
-    """A pending job in a poller's window is running (``scheduling.inflight``)."""
+    """A pending job in a poller's window is running (``scheduling.jobs.inflight``)."""
     if job.status == JobStatus.PENDING and job_in_flight(job):
         return TaskResultStatus.RUNNING
     return _STATUS[JobStatus(job.status)]

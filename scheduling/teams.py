@@ -12,9 +12,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
-from scheduling.clock import db_now
 from scheduling.errors import SchedulingError
 from scheduling.models import ApiKey, Team, signing_secret_generate
+from scheduling.sharding.clock import db_now
 
 API_KEY_PREFIX = "sl_"
 _PREFIX_BYTES = 6  # 12 hex characters: the indexed lookup part

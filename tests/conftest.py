@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduling.buckets import forget_cached_counts
+from scheduling.sharding.buckets import forget_cached_counts
 
 
 @pytest.fixture(autouse=True)
@@ -51,8 +51,8 @@ def _shard_schedule_seeded(request: pytest.FixtureRequest) -> None:
     from django.conf import settings
 
     from scheduling import keys
-    from scheduling.clock import db_now
     from scheduling.models import ShardCountSchedule
+    from scheduling.sharding.clock import db_now
 
     if not ShardCountSchedule.objects.exists():
         ShardCountSchedule.objects.create(

@@ -1,7 +1,7 @@
 """The database clock as a poller process sees it between two readings.
 
 The poller reads the database's ``now`` once per loop iteration
-(``scheduling.clock.db_now``) and anchors ``DB_TIME`` to it; ``DB_TIME.now()`` is
+(``scheduling.sharding.clock.db_now``) and anchors ``DB_TIME`` to it; ``DB_TIME.now()`` is
 that reading plus the monotonic time elapsed since. Sinks stamp what a receiver
 compares with its own clock from it (``webhook-timestamp``, which Standard Webhooks
 receivers accept within ±5 minutes, and each attempt's ``started_at``), so a

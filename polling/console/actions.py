@@ -26,7 +26,7 @@ from polling.console.permissions import can_move
 from polling.models import Poller, PollerState, ShardLease
 from polling.ownership import registration
 from scheduling import conf as scheduling_conf
-from scheduling.clock import db_now
+from scheduling.sharding.clock import db_now
 
 MOVE_ACTIONS = {"pin_shards", "unpin_shards", "release_leases", "drain_pollers", "resume_pollers"}
 

@@ -11,9 +11,10 @@ from django.db.models.functions import TruncMinute
 
 from polling.console.actions import live_poller_names
 from scheduling import conf as scheduling_conf
-from scheduling import keys, sizing
-from scheduling.buckets import shard_count_for
+from scheduling import keys
 from scheduling.models import Bucket, Job, JobStatus, ShardCountSchedule
+from scheduling.sharding import sizing
+from scheduling.sharding.buckets import shard_count_for
 
 PEAK_WINDOW = timedelta(days=1)
 

@@ -18,7 +18,7 @@ from polling.models import Poller, PollerState, ShardCheckpoint, ShardLease
 from polling.reading.lag import ShardLag, shard_lag_seconds
 from scheduling import conf as scheduling_conf
 from scheduling import keys
-from scheduling.inflight import in_flight_by_shard
+from scheduling.jobs.inflight import in_flight_by_shard
 from scheduling.models import Job, JobStatus
 
 SERIES_MINUTES = 30  # the time series covers the last half hour

@@ -18,9 +18,9 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from polling.console.actions import _confirm_or_run
-from scheduling import schedules
-from scheduling.clock import db_now
 from scheduling.models import Job, JobStatus, Schedule
+from scheduling.schedules import services as schedules
+from scheduling.sharding.clock import db_now
 
 SCHEDULE_ACTIONS = {"pause_schedules", "resume_schedules"}
 

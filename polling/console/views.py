@@ -23,9 +23,9 @@ from polling.console.permissions import can_cutover, can_move, can_view
 from polling.models import Poller, PollerState, ShardLease
 from scheduling import conf as scheduling_conf
 from scheduling import keys
-from scheduling.clock import db_now
-from scheduling.cutovers import cutover_earliest, cutover_schedule
 from scheduling.errors import InvalidCutover
+from scheduling.sharding.clock import db_now
+from scheduling.sharding.cutovers import cutover_earliest, cutover_schedule
 
 COLUMNS = [
     ("shard", "Shard"),

@@ -28,7 +28,7 @@ from polling.dispatch.team_secrets import SecretsLookup, team_signing_secrets
 from polling.dispatch.transport import Outgoing, Reply, TransportProcess
 from polling.ownership.renewer import PROGRESS
 from scheduling import conf
-from scheduling.clock import iso_utc
+from scheduling.sharding.clock import iso_utc
 
 logger = logging.getLogger(__name__)
 

@@ -34,8 +34,8 @@ from polling.upkeep.schedules import schedules_materialize
 from polling.upkeep.storage import StorageUpkeep
 from polling.writing.sweep import sweep_stranded
 from scheduling import conf as scheduling_conf
-from scheduling.clock import db_now
-from scheduling.failover import connection_reset_if_broken
+from scheduling.sharding.clock import db_now
+from scheduling.storage.failover import connection_reset_if_broken
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from polling.models import PollerState
 from polling.ownership import leases as lease_sql
 from polling.ownership import registration
 from polling.ownership.assignment import assignment_inputs, shards_for
-from scheduling.buckets import shard_count_max
+from scheduling.sharding.buckets import shard_count_max
 
 logger = logging.getLogger("polling.poller")
 

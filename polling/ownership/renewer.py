@@ -25,8 +25,8 @@ from django.db import connection
 
 from polling import conf
 from polling.ownership import leases
-from scheduling.clock import db_now
-from scheduling.failover import connection_discard
+from scheduling.sharding.clock import db_now
+from scheduling.storage.failover import connection_discard
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 A poller stopped inside a transaction (SIGSTOP, a paused VM, a process starved for
 seconds) keeps that transaction's locks: a shard's window lock
-(``scheduling.inflight``), the job rows of a write-back. Its leases expire and the
+(``scheduling.jobs.inflight``), the job rows of a write-back. Its leases expire and the
 next owner takes its shards over; without a bound that owner would wait on those
 locks until the stopped process woke up, renewing none of its own leases meanwhile,
 and a cancel of one of those jobs would wait as long. Two bounds:
@@ -11,7 +11,7 @@ and a cancel of one of those jobs would wait as long. Two bounds:
   PostgreSQL ends the session of a poller idle inside a transaction for a whole
   lease, which lets its locks go. By then its leases have expired and the fence
   refuses its writes anyway; on waking it reconnects
-  (``scheduling.failover.connection_reset_if_broken``), as after
+  (``scheduling.storage.failover.connection_reset_if_broken``), as after
   ``pg_terminate_backend``. Set once per connection of a ``runpoller``'s loop thread,
   which runs every poller transaction (``session_bound_install``; a Django task's
   handler thread keeps its own transactions unbounded). Behind pgbouncer's

@@ -13,9 +13,9 @@ from prometheus_client.registry import Collector
 from polling.models import ShardCheckpoint, ShardLease
 from scheduling import conf as scheduling_conf
 from scheduling import keys
-from scheduling.clock import db_now
-from scheduling.inflight import in_flight_by_shard
+from scheduling.jobs.inflight import in_flight_by_shard
 from scheduling.models import Job, JobStatus
+from scheduling.sharding.clock import db_now
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from polling.ownership.stall_bounds import WindowBusy
 from polling.reading import checkpoints, take
 from polling.reading.cursors import ReadCursors
 from scheduling import keys
-from scheduling.clock import is_closed
 from scheduling.keys import EPOCH
+from scheduling.sharding.clock import is_closed
 
 logger = logging.getLogger("polling.poller")
 

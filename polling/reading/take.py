@@ -2,7 +2,7 @@
 
 ``batch_take`` reads a ``(bucket, shard)``, ``flow_take`` a held flow-control key
 across the reader's shards. Each is one short transaction: the shard's window lock
-(exclusive; ``scheduling.inflight`` gives the order a cancel follows), the read,
+(exclusive; ``scheduling.jobs.inflight`` gives the order a cancel follows), the read,
 flow control (``polling.flow.admission``), then one in-flight batch row per shard,
 fenced on the reader's unexpired lease (``LeaseLost`` otherwise). ``now`` comes
 from the caller (the database clock read once per pass).
@@ -36,7 +36,7 @@ from polling.flow import admission
 from polling.flow.admission import FlowKey, Grant, Hold
 from polling.ownership.leases import LeaseLost
 from polling.ownership.stall_bounds import LOCK_BOUND_CTE, bounded_atomic, lock_wait_param
-from scheduling.inflight import WINDOW_LOCK_CLASS, ids_text
+from scheduling.jobs.inflight import WINDOW_LOCK_CLASS, ids_text
 
 WINDOW_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s, %s)"
 WINDOW_LOCK_BOUNDED_SQL = LOCK_BOUND_CTE + "SELECT pg_advisory_xact_lock(%s, %s) FROM bound"
@@ -95,7 +95,7 @@ def batch_take(
     """Read up to ``limit`` due pending jobs of ``(bucket, shard)`` and record them in flight.
 
     The lease is the lock: no row changes. One transaction: the shard's window lock
-    (exclusive; ``scheduling.inflight`` gives the order a cancel follows), then the
+    (exclusive; ``scheduling.jobs.inflight`` gives the order a cancel follows), then the
     read, oldest ``due_at`` first (from ``after`` on, if given: the caller's read
     cursor), then flow control (``polling.flow.admission.admit``: jobs of keys over their
     limits stay pending and are reported in ``holds``), then one ``InFlightBatch``

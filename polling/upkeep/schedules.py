@@ -46,9 +46,9 @@ from polling.common.sql import (
 )
 from polling.ownership.stall_bounds import bounded_atomic
 from scheduling import conf, keys
-from scheduling.buckets import shard_counts_record
 from scheduling.models import JobStatus, MissedPolicy, Team
-from scheduling.recurrence import Rule
+from scheduling.schedules.recurrence import Rule
+from scheduling.sharding.buckets import shard_counts_record
 from scheduling.storage.jobinsert import JobBuilder, jobs_insert, new_job_ids
 
 logger = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 A successful attempt writes no row: the job keeps its last attempt inline
 (``last_attempt_at``, ``last_attempt_ms``, ``last_status_code``; see
 ``polling.writing.writeback``), and ``GET /api/v1/jobs/{id}/attempts`` adds it to the
-rows (``scheduling.selectors.delivery_attempt_list``). Retries, dead letters and
+rows (``scheduling.jobs.selectors.delivery_attempt_list``). Retries, dead letters and
 expiries are the history that matters, so they are rows: one COPY per group on
 PostgreSQL (a multi-row INSERT, chunked under SQLite's parameter limit,
 elsewhere), in the write-back's transaction, for the rows the fenced write-back

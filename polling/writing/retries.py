@@ -14,9 +14,9 @@ from polling import conf
 from polling.dispatch.base import ClaimedJob, Outcome, answered_in_order
 from polling.writing.writeback import Result
 from scheduling import keys
-from scheduling.buckets import shard_counts_record
-from scheduling.clock import open_bucket
 from scheduling.conf import bucket_seconds
+from scheduling.sharding.buckets import shard_counts_record
+from scheduling.sharding.clock import open_bucket
 
 _MAX_ERROR_CHARS = 2000
 

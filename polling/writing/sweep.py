@@ -26,7 +26,7 @@ from polling.common.sql import (
 )
 from polling.ownership.stall_bounds import bounded_atomic
 from scheduling import keys
-from scheduling.buckets import shard_counts_record
+from scheduling.sharding.buckets import shard_counts_record
 
 logger = logging.getLogger(__name__)
 

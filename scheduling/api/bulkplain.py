@@ -20,9 +20,9 @@ from scheduling.api.serializers import (
     MAX_METADATA_KEY_CHARS,
     JobCreateSerializer,
 )
-from scheduling.clock import iso_utc
 from scheduling.flow.services import KEY_FORBIDDEN_CHARS
 from scheduling.models import Job
+from scheduling.sharding.clock import iso_utc
 
 
 def _plain_text(value: Any, field: serializers.CharField) -> str | None:

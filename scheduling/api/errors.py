@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from scheduling.errors import SchedulingError
-from scheduling.failover import connection_discard, is_failover_error
+from scheduling.storage.failover import connection_discard, is_failover_error
 
 # A service names the n-th spec of a bulk call "[n].field".
 _BULK_FIELD = re.compile(r"^\[(\d+)\]\.(.+)$")

@@ -46,15 +46,16 @@ from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
-from scheduling import conf, netguard, selectors, services
+from scheduling import conf, netguard
 from scheduling.api import ratelimit
 from scheduling.api.auth import TeamPrincipal
 from scheduling.api.bulkplain import job_create_plain
 from scheduling.api.parsers import json_loads
 from scheduling.api.serializers import job_body, job_spec_from, target_field
 from scheduling.api.throttling import Budget, Spent, budget_of, budget_spend
+from scheduling.jobs import selectors, services
+from scheduling.jobs.specs import JobSpec
 from scheduling.models import Job, Team
-from scheduling.specs import JobSpec
 from scheduling.storage.prepared import prepared_pipeline
 from scheduling.teams import api_key_check
 

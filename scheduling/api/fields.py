@@ -12,8 +12,8 @@ from rest_framework import serializers
 
 from scheduling import conf, netguard
 from scheduling.api import contract
-from scheduling.clock import iso_utc
 from scheduling.flow.services import KEY_FORBIDDEN_CHARS, KEY_MAX_CHARS
+from scheduling.sharding.clock import iso_utc
 
 
 class StrictCharField(serializers.CharField):

@@ -36,7 +36,7 @@ ON CONFLICT (key) DO UPDATE SET
 RETURNING count
 """
 # PostgreSQL also answers with its clock, so a create needs no statement of its own
-# to read it (scheduling.clock.db_now reads the same clock).
+# to read it (scheduling.sharding.clock.db_now reads the same clock).
 _COUNT_SQL_WITH_CLOCK = _COUNT_SQL.replace(
     "RETURNING count", "RETURNING count, statement_timestamp()"
 )

@@ -11,7 +11,6 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from scheduling import recurrence
 from scheduling.api import contract
 from scheduling.api.fields import (
     AwareDateTimeField,
@@ -29,7 +28,7 @@ from scheduling.api.serializers import (
     target_field,
 )
 from scheduling.models import MissedPolicy, Schedule, TargetKind
-from scheduling.schedules import MAX_PREVIEW, ScheduleSpec
+from scheduling.schedules.services import MAX_PREVIEW, ScheduleSpec, recurrence
 
 MAX_CRON_CHARS = 200
 MAX_EVERY_SECONDS = 366 * 86_400  # a year: longer intervals are a one-shot job

@@ -11,7 +11,6 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from scheduling import schedules
 from scheduling.api import pagination, schema
 from scheduling.api.schedule_serializers import (
     DEFAULT_PREVIEW,
@@ -26,8 +25,9 @@ from scheduling.api.schedule_serializers import (
 )
 from scheduling.api.schedule_serializers import ScheduleListQuerySerializer as ListQuery
 from scheduling.api.views import TeamView, _name_targets
-from scheduling.clock import db_now
 from scheduling.models import Schedule
+from scheduling.schedules import services as schedules
+from scheduling.sharding.clock import db_now
 
 SCHEDULE_ID = "7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
 SCHEDULE_ID_PARAMETER = OpenApiParameter(

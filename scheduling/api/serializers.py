@@ -20,9 +20,9 @@ from scheduling.api.fields import (
     StrictCharField,
     StrictIntegerField,
 )
-from scheduling.clock import iso_utc
+from scheduling.jobs.specs import JobSpec
 from scheduling.models import Job, JobStatus, TargetKind
-from scheduling.specs import JobSpec
+from scheduling.sharding.clock import iso_utc
 
 MAX_BULK_JOBS = 1000
 MAX_WINDOW_SECONDS = 86_400  # a day: wider windows are a different due time, not a window

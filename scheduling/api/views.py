@@ -13,7 +13,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from scheduling import cancels, deadletters, selectors, services
 from scheduling.api import fastpath, pagination, schema
 from scheduling.api.bulkplain import bulk_jobs_plain, bulk_result_body
 from scheduling.api.fastpath import REPLAY_HEADER
@@ -32,6 +31,7 @@ from scheduling.api.serializers import (
     job_spec_from,
     target_field,
 )
+from scheduling.jobs import cancels, deadletters, selectors, services
 from scheduling.models import Team
 from scheduling.storage.gcpause import gc_paused
 

@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 
 from django.db.models import Count, Sum
 
-from scheduling.clock import db_now
 from scheduling.flow.models import FlowControl, FlowSlot
 from scheduling.models import Job, JobStatus
+from scheduling.sharding.clock import db_now
 
 
 @dataclass(frozen=True, slots=True)

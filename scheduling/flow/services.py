@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from scheduling.clock import db_now
 from scheduling.errors import FlowControlNotFound, InvalidFlowControl
 from scheduling.flow.models import FlowControl
 from scheduling.models import Team
+from scheduling.sharding.clock import db_now
 
 KEY_MAX_CHARS = 100
 # A key is a path segment of /api/v1/flow-controls/{key}: no "/"; and no NUL, which

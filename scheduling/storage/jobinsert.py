@@ -65,7 +65,7 @@ _JSONB_AT = tuple(i for i, (name, _) in enumerate(COPY_COLUMNS) if name in _JSON
 _CLOCK_COLUMNS = ("created_at", "updated_at")
 _CLOCK_AT = tuple(i for i, (name, _) in enumerate(COPY_COLUMNS) if name in _CLOCK_COLUMNS)
 # The bucket the caller chose must be the late-write rule's by the statement's clock
-# (scheduling.services._place), and the due time within the horizon by it.
+# (scheduling.jobs.services._place), and the due time within the horizon by it.
 _GUARDED_INSERT_ONE_SQL = (
     "INSERT INTO scheduling_job ({names}) SELECT {values} "
     "WHERE %s::timestamptz = GREATEST(%s::timestamptz, date_bin("
@@ -229,7 +229,7 @@ def insert_one_guarded(
     the late-write rule's bucket for a job whose due time's bucket is ``bucket_due``,
     ``job.due_at`` is within ``horizon``, and ``guard_sql`` holds. For a caller that
     chose the bucket with its own clock and sends the INSERT without first asking the
-    database's (``scheduling.services.job_write_one``). Returns (sql, params); the
+    database's (``scheduling.jobs.services.job_write_one``). Returns (sql, params); the
     statement returns ``created_at``, or no row when it wrote nothing."""
     params = _one_params(next(_rows((job,))))
     for i in reversed(_CLOCK_AT):

@@ -25,9 +25,9 @@ from uuid import UUID
 from django.db import connection, transaction
 
 from scheduling import conf, keys
-from scheduling.buckets import shard_counts_record
-from scheduling.clock import open_bucket
 from scheduling.models import DeliveryAttempt, IdempotencyKey, Job, JobStatus, TaskRun
+from scheduling.sharding.buckets import shard_counts_record
+from scheduling.sharding.clock import open_bucket
 from scheduling.storage.partitions import Partition, is_partitioned, partitions_list
 
 logger = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from scheduling import keys
-from scheduling.clock import db_now
 from scheduling.models import Bucket, Job, JobStatus
+from scheduling.sharding.clock import db_now
 from tests.support.api import error_of, iso, job_body
 from tests.support.factories import in_flight_mark
 

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from scheduling.clock import db_now, open_bucket
 from scheduling.models import DeliveryAttempt, Job, JobStatus
+from scheduling.sharding.clock import db_now, open_bucket
 from tests.support.api import error_of, job_body
 
 pytestmark = pytest.mark.django_db

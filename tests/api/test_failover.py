@@ -11,9 +11,9 @@ import psycopg
 import pytest
 from django.db import InternalError, OperationalError
 
-from scheduling import services
-from scheduling.failover import is_failover_error
+from scheduling.jobs import services
 from scheduling.storage import jobinsert
+from scheduling.storage.failover import is_failover_error
 from tests.support.api import error_of, job_body
 from tests.support.procs import ROOT
 

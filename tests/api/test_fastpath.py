@@ -23,8 +23,8 @@ from django.urls import set_script_prefix
 from rest_framework.test import APIClient
 from rest_framework.views import APIView
 
-from scheduling.clock import db_now
 from scheduling.models import ApiKey, IdempotencyKey, Job
+from scheduling.sharding.clock import db_now
 from scheduling.teams import api_key_cache_clear
 from tests.support.api import iso, job_body
 from tests.support.api import mask_varying as _mask

@@ -11,9 +11,9 @@ from django.conf import settings
 from django.core.cache import cache
 from django.test import override_settings
 
-from scheduling.clock import db_now
 from scheduling.flow.models import FlowControl, FlowSlot
-from scheduling.services import job_schedule
+from scheduling.jobs.services import job_schedule
+from scheduling.sharding.clock import db_now
 from tests.support.api import error_of
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,8 @@ import pytest
 
 from scheduling.api.bulkplain import bulk_jobs_plain
 from scheduling.api.serializers import JobSerializer, job_body
-from scheduling.clock import db_now
 from scheduling.models import Job, Schedule
+from scheduling.sharding.clock import db_now
 from tests.support.api import error_of, iso
 from tests.support.api import job_body as new_job
 
@@ -53,7 +53,7 @@ def test_the_idempotent_path_keeps_the_key_and_tells_keys_apart(api) -> None:
 
 def test_a_request_without_a_key_keeps_its_old_fingerprint(api) -> None:
     # Fingerprints stored before keys existed must still match their replays.
-    from scheduling.specs import JobSpec
+    from scheduling.jobs.specs import JobSpec
 
     spec = JobSpec(due_at=db_now(), target_kind="handler", target="noop")
     assert spec.fingerprint() == JobSpec(**{**vars(spec), "flow_control_key": None}).fingerprint()
@@ -80,7 +80,7 @@ def test_a_key_of_100_characters_and_any_text_is_accepted(api) -> None:
 
 def test_the_service_checks_the_key_too(team) -> None:
     from scheduling.errors import SchedulingError
-    from scheduling.services import job_schedule
+    from scheduling.jobs.services import job_schedule
 
     with pytest.raises(SchedulingError) as error:
         job_schedule(

@@ -225,7 +225,7 @@ def test_a_database_error_in_the_front_door_is_answered_once_by_django(
 
     with (
         mock.patch.object(jobinsert, "prepared_fetchone", side_effect=lost),
-        mock.patch("scheduling.services.jobs_insert", side_effect=lost),
+        mock.patch("scheduling.jobs.services.jobs_insert", side_effect=lost),
     ):
         status, headers, content = call(app, "POST", URL, api.api_key, job_body())
     assert status == 503 and dict(headers)["Retry-After"] == "2"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.db import connection, connections
 
-from scheduling import services
+from scheduling.jobs import services
 from scheduling.models import Job
 from tests.support.api import client_for, job_body
 from tests.support.factories import team_create

@@ -10,8 +10,8 @@ import pytest
 from django.test import override_settings
 
 from scheduling import keys
-from scheduling.clock import db_now
 from scheduling.models import Bucket, Job, JobStatus
+from scheduling.sharding.clock import db_now
 from tests.support.api import error_of, iso, job_body
 from tests.support.factories import in_flight_mark
 
@@ -331,7 +331,7 @@ def test_reschedule_with_a_payload_over_the_limit_is_413(api) -> None:
 
 
 def test_a_crash_still_answers_json(api, monkeypatch) -> None:
-    from scheduling import selectors
+    from scheduling.jobs import selectors
 
     def boom(**_kwargs):
         raise RuntimeError("boom")

@@ -7,8 +7,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from scheduling.clock import db_now
 from scheduling.models import Job, JobStatus
+from scheduling.sharding.clock import db_now
 from tests.support.api import error_of, iso, job_body
 
 pytestmark = pytest.mark.django_db

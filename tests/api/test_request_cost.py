@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from scheduling.clock import db_now
+from scheduling.sharding.clock import db_now
 
 pytestmark = pytest.mark.django_db
 

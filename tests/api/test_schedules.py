@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduling.clock import db_now
 from scheduling.models import Job, Schedule
+from scheduling.sharding.clock import db_now
 from tests.support.api import error_of, iso
 
 pytestmark = pytest.mark.django_db
@@ -135,7 +135,7 @@ def test_patch_pause_resume_delete(api) -> None:
 
 
 def test_jobs_list_filters_by_schedule_id(api, team) -> None:
-    from scheduling.services import job_schedule
+    from scheduling.jobs.services import job_schedule
 
     sid = uuid.uuid4()
     job, _ = job_schedule(

@@ -21,11 +21,11 @@ from hypothesis.stateful import run_state_machine_as_test
 from scheduling.api.flow_views import FLOW_KEY
 from scheduling.api.schedule_views import SCHEDULE_ID
 from scheduling.api.schema import JOB_ID
-from scheduling.clock import db_now
 from scheduling.flow.services import flow_limits_set
+from scheduling.jobs.services import job_schedule
 from scheduling.models import Job, Schedule
-from scheduling.schedules import ScheduleSpec, schedule_create
-from scheduling.services import job_schedule
+from scheduling.schedules.services import ScheduleSpec, schedule_create
+from scheduling.sharding.clock import db_now
 from tests.support.api import client_for
 
 pytestmark = pytest.mark.django_db

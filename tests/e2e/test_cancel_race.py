@@ -1,5 +1,5 @@
 """Cancel against a poller's read, with real processes on PostgreSQL: a job is never
-both canceled and delivered (the lock order of ``scheduling.inflight``).
+both canceled and delivered (the lock order of ``scheduling.jobs.inflight``).
 
 There is no per-row claim: a poller reads due pending rows under its lease and
 records the batch in flight, in one transaction that holds the shard's window lock.
@@ -20,11 +20,11 @@ from django.db import connection, transaction
 
 from polling.ownership import leases
 from polling.ownership.registration import shard_rows_ensure
-from scheduling import cancels, services
-from scheduling.clock import db_now
 from scheduling.errors import JobNotPending
-from scheduling.inflight import JobInFlight, window_lock_shared
+from scheduling.jobs import cancels, services
+from scheduling.jobs.inflight import JobInFlight, window_lock_shared
 from scheduling.models import Job, JobStatus
+from scheduling.sharding.clock import db_now
 from scheduling.storage.jobrows import job_for_update
 from scheduling.storage.partitions import partitions_ensure
 from tests.e2e.test_pollers_multiprocess import procs, schedule, wait_for  # noqa: F401
@@ -66,7 +66,7 @@ def test_a_cancel_waits_for_a_read_in_progress_and_answers_409(team) -> None:
         "import time\n"
         "from datetime import datetime\n"
         "from polling.reading import take\n"
-        "from scheduling.clock import db_now\n"
+        "from scheduling.sharding.clock import db_now\n"
         "real = take.ids_text\n"
         "def slow(ids):\n"
         "    text = real(ids)\n"
@@ -98,7 +98,7 @@ def test_a_read_waits_for_a_cancel_in_progress_and_skips_the_job(team) -> None:
         window_lock_shared([locked.shard])
         reader = run_django_script(
             "from polling.reading import take\n"
-            "from scheduling.clock import db_now\n"
+            "from scheduling.sharding.clock import db_now\n"
             "from datetime import datetime\n"
             f"jobs = take.batch_take(owner='x', epoch={epoch}, "
             f"bucket=datetime.fromisoformat('{job.bucket.isoformat()}'), shard={job.shard}, "

@@ -22,10 +22,10 @@ from django.db import connection
 
 from polling.models import ShardLease
 from scheduling import keys
-from scheduling.clock import db_now
-from scheduling.cutovers import cutover_earliest
 from scheduling.flow.models import FlowControl
 from scheduling.models import Bucket, Job, JobStatus, ShardCountSchedule
+from scheduling.sharding.clock import db_now
+from scheduling.sharding.cutovers import cutover_earliest
 from tests.support.console import job_make, lagging
 from tests.support.factories import team_create
 from tests.support.flows import flow_make

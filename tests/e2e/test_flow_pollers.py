@@ -14,10 +14,10 @@ from datetime import timedelta
 
 import pytest
 
-from scheduling.clock import db_now
 from scheduling.flow.services import flow_limits_set
+from scheduling.jobs.services import JobSpec, job_schedule_many
 from scheduling.models import Job
-from scheduling.services import JobSpec, job_schedule_many
+from scheduling.sharding.clock import db_now
 from tests.support.factories import team_create
 from tests.support.procs import ROOT, child_env
 from tests.support.recording import deliveries, spans

@@ -15,8 +15,8 @@ from django.db import connection
 
 from polling.models import ShardCheckpoint
 from scheduling import keys
+from scheduling.jobs.services import job_schedule_many
 from scheduling.models import Job
-from scheduling.services import job_schedule_many
 from tests.support.factories import job_spec, team_create
 from tests.support.heldwrite import HeldWrite
 from tests.support.pollers import RecordingSink, future_base, poller_build

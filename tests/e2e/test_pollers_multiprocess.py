@@ -19,10 +19,10 @@ from django.db import connection
 
 from polling.models import ShardLease
 from polling.ownership.assignment import assignment
-from scheduling.clock import db_now
-from scheduling.inflight import WINDOW_LOCK_CLASS, ids_parse
+from scheduling.jobs.inflight import WINDOW_LOCK_CLASS, ids_parse
+from scheduling.jobs.services import JobSpec, job_schedule_many
 from scheduling.models import InFlightBatch, Job
-from scheduling.services import JobSpec, job_schedule_many
+from scheduling.sharding.clock import db_now
 from tests.support.factories import team_create
 from tests.support.procs import POLLER_PROCESSES, ROOT, child_env
 from tests.support.recording import deliveries

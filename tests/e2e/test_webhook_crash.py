@@ -18,11 +18,11 @@ from datetime import timedelta
 from standardwebhooks.webhooks import Webhook
 
 from polling.models import ShardLease
-from scheduling.clock import db_now
-from scheduling.inflight import job_in_flight
+from scheduling.jobs.inflight import job_in_flight
+from scheduling.jobs.selectors import delivery_attempt_list
+from scheduling.jobs.services import job_schedule
 from scheduling.models import DeliveryAttempt, Job
-from scheduling.selectors import delivery_attempt_list
-from scheduling.services import job_schedule
+from scheduling.sharding.clock import db_now
 from tests.support.factories import team_create
 from tests.support.procs import POLLER_PROCESSES, ROOT, child_env
 from tests.support.receiver import running_receiver

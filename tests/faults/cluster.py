@@ -24,7 +24,7 @@ from typing import Any
 
 from django.db import connection
 
-from scheduling.clock import db_now
+from scheduling.sharding.clock import db_now
 from scheduling.storage.partitions import partitions_ensure, partitions_missing
 from tests.faults.receiver import FaultReceiver
 from tests.support.procs import ROOT, child_env

@@ -16,8 +16,8 @@ from polling.ownership import leases, registration
 from polling.reading import take
 from polling.writing.writeback import Result, write_back
 from scheduling import keys
-from scheduling.clock import db_now
 from scheduling.models import Job, JobStatus
+from scheduling.sharding.clock import db_now
 from scheduling.storage.jobinsert import jobs_insert
 from scheduling.storage.partitions import bounds_of, name_of, partitions_ensure
 from tests.faults.audit import audit_install, audit_uninstall

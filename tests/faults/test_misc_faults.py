@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 
 from scheduling import keys
-from scheduling.clock import db_now
-from scheduling.services import JobSpec, job_schedule_many
+from scheduling.jobs.services import JobSpec, job_schedule_many
+from scheduling.sharding.clock import db_now
 from tests.faults.cluster import BUCKET_SECONDS, Cluster, sql
 from tests.faults.conftest import report_and_assert
 from tests.faults.invariants import check

@@ -9,8 +9,8 @@ import pytest
 
 from polling.ownership import registration
 from scheduling import keys
-from scheduling.clock import db_now
-from scheduling.cutovers import cutover_earliest, cutover_schedule
+from scheduling.sharding.clock import db_now
+from scheduling.sharding.cutovers import cutover_earliest, cutover_schedule
 from tests.faults.cluster import LEASE_SECONDS, Cluster, sql
 from tests.faults.scenario import run
 

@@ -15,9 +15,9 @@ import time
 from collections import Counter
 from datetime import timedelta
 
-from scheduling.clock import db_now
 from scheduling.models import Job, JobStatus, Schedule, ScheduleOccurrence, Team
-from scheduling.schedules import ScheduleSpec, schedule_create
+from scheduling.schedules.services import ScheduleSpec, schedule_create
+from scheduling.sharding.clock import db_now
 from tests.faults import cluster as cluster_module
 from tests.faults.cluster import LEASE_SECONDS, sql
 

@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduling.clock import db_now
+from scheduling.sharding.clock import db_now
 from tests.faults.cluster import Cluster
 
 

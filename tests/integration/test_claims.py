@@ -15,9 +15,9 @@ from polling.reading import checkpoints, take
 from polling.writing import writeback
 from polling.writing.writeback import Result
 from scheduling import keys
-from scheduling.inflight import job_in_flight
+from scheduling.jobs.inflight import job_in_flight
+from scheduling.jobs.services import job_schedule_many
 from scheduling.models import InFlightBatch, Job, JobStatus
-from scheduling.services import job_schedule_many
 from tests.support.factories import job_spec
 from tests.support.pollers import future_base
 

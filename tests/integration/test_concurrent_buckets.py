@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 
 from scheduling import keys
-from scheduling.clock import db_now
 from scheduling.models import Bucket, Job
+from scheduling.sharding.clock import db_now
 from tests.support.factories import team_create
 from tests.support.procs import run_django_script
 
@@ -16,7 +16,7 @@ WRITER = """
 import sys
 from datetime import datetime, timedelta
 from scheduling.models import Team
-from scheduling.services import JobSpec, job_schedule_many
+from scheduling.jobs.services import JobSpec, job_schedule_many
 team = Team.objects.get(slug="acme")
 due = datetime.fromisoformat(sys.argv[1] if len(sys.argv) > 1 else {due!r})
 for round in range(10):

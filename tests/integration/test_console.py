@@ -10,8 +10,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from polling.models import Poller, ShardLease
-from scheduling.clock import db_now
 from scheduling.models import JobStatus
+from scheduling.sharding.clock import db_now
 from tests.support.console import (
     job_make,
     lagging,

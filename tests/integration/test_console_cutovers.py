@@ -11,9 +11,9 @@ from django.core.management import CommandError, call_command
 
 from polling.models import Poller, ShardLease
 from scheduling import keys
-from scheduling.clock import db_now
-from scheduling.cutovers import cutover_earliest
 from scheduling.models import Bucket, JobStatus, ShardCountSchedule
+from scheduling.sharding.clock import db_now
+from scheduling.sharding.cutovers import cutover_earliest
 from tests.support.console import job_make, operator_make, poller_make, shards_make
 
 pytestmark = pytest.mark.django_db

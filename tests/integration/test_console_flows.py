@@ -10,8 +10,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from polling.console.flows import PAGE_SIZE
-from scheduling.clock import db_now
 from scheduling.flow.models import FlowControl
+from scheduling.sharding.clock import db_now
 from tests.support.console import job_make, operator_make
 from tests.support.flows import flow_make, flows_bulk
 

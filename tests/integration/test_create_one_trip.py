@@ -19,11 +19,12 @@ from django.conf import settings
 from django.db import DataError, connection
 from django.test import override_settings
 
-from scheduling import conf, keys, services
+from scheduling import conf, keys
 from scheduling.api import fastpath, ratelimit
-from scheduling.buckets import shard_count_of, shard_counts_record
-from scheduling.clock import db_now, iso_utc, open_bucket
+from scheduling.jobs import services
 from scheduling.models import Job
+from scheduling.sharding.buckets import shard_count_of, shard_counts_record
+from scheduling.sharding.clock import db_now, iso_utc, open_bucket
 from scheduling.storage import prepared
 from tests.support import procs
 from tests.support.api import error_of, job_body

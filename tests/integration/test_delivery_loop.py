@@ -12,10 +12,10 @@ from standardwebhooks.webhooks import Webhook
 from polling.dispatch.router import Router
 from polling.dispatch.webhook import WebhookSink
 from scheduling import keys
-from scheduling.deadletters import job_requeue
+from scheduling.jobs.deadletters import job_requeue
+from scheduling.jobs.selectors import delivery_attempt_list
+from scheduling.jobs.services import job_schedule
 from scheduling.models import DeliveryAttempt, Job
-from scheduling.selectors import delivery_attempt_list
-from scheduling.services import job_schedule
 from tests.support.pollers import future_base, poller_build
 from tests.support.receiver import running_receiver
 

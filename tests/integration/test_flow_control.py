@@ -9,11 +9,11 @@ import pytest
 from django.db.models import Sum
 
 from polling.dispatch.base import Outcome
-from scheduling.clock import db_now
 from scheduling.flow.models import FlowSlot
 from scheduling.flow.services import flow_limits_delete, flow_limits_set, flow_pause_set
+from scheduling.jobs.services import job_schedule_many
 from scheduling.models import Job
-from scheduling.services import job_schedule_many
+from scheduling.sharding.clock import db_now
 from tests.support.factories import job_spec, team_create
 from tests.support.pollers import RecordingSink, future_base, poller_build
 

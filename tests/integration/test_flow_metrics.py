@@ -9,8 +9,8 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from scheduling.clock import db_now
 from scheduling.flow.metrics import FlowControlCollector
+from scheduling.sharding.clock import db_now
 from tests.support.flows import flow_make, flows_bulk
 
 pytestmark = pytest.mark.django_db

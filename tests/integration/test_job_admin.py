@@ -8,10 +8,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from scheduling.clock import db_now
+from scheduling.console.paginators import EstimatedCountPaginator, estimate_count
+from scheduling.jobs.services import job_schedule
 from scheduling.models import DeliveryAttempt, Job, JobStatus
-from scheduling.paginators import EstimatedCountPaginator, estimate_count
-from scheduling.services import job_schedule
+from scheduling.sharding.clock import db_now
 from tests.support.factories import team_create
 
 pytestmark = pytest.mark.django_db
@@ -125,7 +125,7 @@ def test_changelist_has_no_date_hierarchy_and_estimates(admin_client, team) -> N
 def test_large_estimates_skip_the_count(monkeypatch) -> None:
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL only")
-    import scheduling.paginators as paginators
+    import scheduling.console.paginators as paginators
 
     monkeypatch.setattr(paginators, "estimate_count", lambda qs: 10_000_000)
     paginator = EstimatedCountPaginator(Job.objects.order_by("pk"), 100)

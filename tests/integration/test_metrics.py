@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 
-from scheduling.clock import db_now
-from scheduling.services import job_schedule_many
+from scheduling.jobs.services import job_schedule_many
+from scheduling.sharding.clock import db_now
 from tests.support.factories import job_spec
 from tests.support.pollers import RecordingSink, future_base, poller_build
 

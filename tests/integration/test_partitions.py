@@ -14,9 +14,9 @@ from django.db import connection, transaction
 from polling.engine.poller import Poller
 from polling.upkeep.storage import PARTITIONS_PER_ITERATION
 from scheduling import keys
-from scheduling.clock import db_now, open_bucket
+from scheduling.jobs.services import job_schedule_many
 from scheduling.models import DeliveryAttempt, IdempotencyKey, Job, JobStatus, TaskRun
-from scheduling.services import job_schedule_many
+from scheduling.sharding.clock import db_now, open_bucket
 from scheduling.storage.jobinsert import jobs_insert
 from scheduling.storage.partitions import (
     DDL_LOCK_KEY,

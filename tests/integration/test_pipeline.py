@@ -11,9 +11,9 @@ from polling.dispatch.base import Outcome
 from polling.dispatch.hostguard import HostGuard
 from polling.dispatch.router import Router
 from polling.dispatch.webhook import WebhookSink
-from scheduling.inflight import job_in_flight
+from scheduling.jobs.inflight import job_in_flight
+from scheduling.jobs.services import job_schedule
 from scheduling.models import DeliveryAttempt, InFlightBatch, Job
-from scheduling.services import job_schedule
 from tests.integration.test_webhook_sink import SECRET, claimed
 from tests.support.pollers import future_base, poller_build
 from tests.support.receiver import running_receiver

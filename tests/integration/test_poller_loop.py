@@ -14,8 +14,8 @@ from django.test.utils import CaptureQueriesContext
 from polling.models import Poller, ShardCheckpoint, ShardLease
 from polling.ownership.registration import poller_drain, shard_pin
 from scheduling import keys
+from scheduling.jobs.services import job_schedule_many
 from scheduling.models import InFlightBatch, Job
-from scheduling.services import job_schedule_many
 from tests.support.factories import job_spec
 from tests.support.pollers import RecordingSink, future_base, poller_build
 
@@ -271,7 +271,7 @@ def test_failed_write_back_strands_nothing(team, monkeypatch) -> None:
 
 
 def test_buckets_are_read_with_their_own_shard_count_across_a_cutover(team) -> None:
-    from scheduling.services import cutover_schedule
+    from scheduling.jobs.services import cutover_schedule
 
     base = future_base()
     cutover = base + timedelta(minutes=10)
@@ -300,8 +300,8 @@ def test_a_poller_whose_machine_clock_is_5_minutes_fast_stamps_with_the_database
 
     from polling.common.database_time import DB_TIME
     from polling.dispatch.handlers import HandlerSink
-    from scheduling.clock import db_now
-    from scheduling.selectors import delivery_attempt_list
+    from scheduling.jobs.selectors import delivery_attempt_list
+    from scheduling.sharding.clock import db_now
 
     seen = []
 

@@ -15,9 +15,9 @@ from polling.ownership import registration
 from polling.ownership.keeper import LeaseKeeper
 from polling.reading.held_keys import HeldKeyReader
 from polling.reading.shard_reads import ShardReader
-from scheduling.clock import db_now
+from scheduling.jobs.services import job_schedule
 from scheduling.models import InFlightBatch
-from scheduling.services import job_schedule
+from scheduling.sharding.clock import db_now
 from tests.support.pollers import RecordingSink, future_base
 
 pytestmark = pytest.mark.django_db

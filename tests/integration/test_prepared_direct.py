@@ -18,10 +18,10 @@ from django.test.utils import CaptureQueriesContext
 
 from scheduling import conf, keys
 from scheduling.api import ratelimit
-from scheduling.clock import db_now
-from scheduling.failover import connection_discard, is_failover_error
 from scheduling.models import Job
+from scheduling.sharding.clock import db_now
 from scheduling.storage import jobinsert, prepared
+from scheduling.storage.failover import connection_discard, is_failover_error
 from tests.support import procs
 from tests.support.api import job_body
 

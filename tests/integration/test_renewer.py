@@ -9,7 +9,7 @@ import pytest
 from polling.models import ShardLease
 from polling.ownership import leases, registration
 from polling.ownership.renewer import DispatchProgress, LeaseRenewer
-from scheduling.clock import db_now
+from scheduling.sharding.clock import db_now
 
 pytestmark = pytest.mark.django_db
 

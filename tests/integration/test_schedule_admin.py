@@ -8,7 +8,7 @@ import pytest
 from django.contrib.admin.models import LogEntry
 
 from scheduling.models import Job, JobStatus, Schedule
-from scheduling.schedules import ScheduleSpec, schedule_create
+from scheduling.schedules.services import ScheduleSpec, schedule_create
 from tests.support.console import operator_make
 from tests.support.pollers import RecordingSink, future_base, poller_build
 

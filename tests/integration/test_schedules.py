@@ -15,7 +15,7 @@ from polling.upkeep.schedules import (
     schedules_materialize,
 )
 from scheduling.models import Job, JobStatus, Schedule, ScheduleOccurrence
-from scheduling.schedules import (
+from scheduling.schedules.services import (
     ScheduleSpec,
     schedule_create,
     schedule_delete,

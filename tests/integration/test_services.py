@@ -9,8 +9,6 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from scheduling import keys
-from scheduling.buckets import shard_count_of
-from scheduling.clock import db_now, open_bucket
 from scheduling.errors import (
     IdempotencyConflict,
     InvalidCutover,
@@ -19,8 +17,7 @@ from scheduling.errors import (
     JobNotFound,
     JobNotPending,
 )
-from scheduling.models import Bucket, Job, JobStatus, ShardCountSchedule
-from scheduling.services import (
+from scheduling.jobs.services import (
     cutover_earliest,
     cutover_schedule,
     job_cancel,
@@ -28,7 +25,10 @@ from scheduling.services import (
     job_schedule,
     job_schedule_many,
 )
-from scheduling.specs import JobSpec
+from scheduling.jobs.specs import JobSpec
+from scheduling.models import Bucket, Job, JobStatus, ShardCountSchedule
+from scheduling.sharding.buckets import shard_count_of
+from scheduling.sharding.clock import db_now, open_bucket
 from tests.support.factories import in_flight_mark, job_spec
 
 pytestmark = pytest.mark.django_db
@@ -183,7 +183,7 @@ def test_bulk_rows_stored_are_the_jobs_returned(team) -> None:
 
 
 def test_a_job_that_fails_to_build_mid_batch_writes_nothing(team, monkeypatch) -> None:
-    from scheduling import services
+    from scheduling.jobs import services
 
     real, calls = services.keys.shard_of, []
 

@@ -23,9 +23,9 @@ from polling.ownership import leases, stall_bounds
 from polling.ownership.registration import shard_rows_ensure
 from polling.reading import take
 from scheduling import keys
-from scheduling.inflight import WINDOW_LOCK_CLASS
+from scheduling.jobs.inflight import WINDOW_LOCK_CLASS
+from scheduling.jobs.services import job_schedule_many
 from scheduling.models import InFlightBatch
-from scheduling.services import job_schedule_many
 from tests.support import procs
 from tests.support.factories import job_spec, team_create
 from tests.support.pollers import future_base

@@ -10,9 +10,9 @@ from django.tasks import TaskResultStatus
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 
 from scheduling import handlers, keys
-from scheduling.clock import db_now, open_bucket
 from scheduling.handlers import Delivery
 from scheduling.models import Job, JobStatus
+from scheduling.sharding.clock import db_now, open_bucket
 from tests.support import tasks_demo
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,8 @@ from typing import Any
 
 from rest_framework.test import APIClient
 
-from scheduling.clock import db_now
 from scheduling.models import Team
+from scheduling.sharding.clock import db_now
 from scheduling.teams import api_key_create
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduling.clock import db_now
-from scheduling.inflight import ids_text
+from scheduling.jobs.inflight import ids_text
+from scheduling.jobs.services import JobSpec
 from scheduling.models import InFlightBatch, Job, Team
-from scheduling.services import JobSpec
+from scheduling.sharding.clock import db_now
 
 
 def team_create(*, slug: str = "acme", name: str | None = None) -> Team:

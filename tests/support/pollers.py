@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from polling.dispatch.base import ClaimedJob, Outcome
 from polling.engine.poller import Poller
 from scheduling import keys
-from scheduling.clock import db_now
+from scheduling.sharding.clock import db_now
 
 
 class RecordingSink:

@@ -10,22 +10,52 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# polling's packages, lowest first: a package imports only packages of a lower rank
-# (and the app's own modules: models, conf, metrics).
-POLLING_RANKS = {
-    "common": 0,
-    "ownership": 1,
-    "dispatch": 2,
-    "flow": 3,
-    "upkeep": 3,
-    "reading": 4,
-    "writing": 4,
-    "engine": 5,
-    "console": 6,
-    "management": 7,  # its commands may call the console's operator actions
+# Each app's packages (and a few top modules), lowest first: a part imports only parts
+# of a lower rank. BASE modules (the app's own: models, settings, errors, pure helpers)
+# may be imported by any part and import no package, but for models registering the
+# model modules of its packages.
+RANKS = {
+    "polling": {
+        "common": 0,
+        "ownership": 1,
+        "dispatch": 2,
+        "flow": 3,
+        "upkeep": 3,
+        "reading": 4,
+        "writing": 4,
+        "engine": 5,
+        "console": 6,
+        "admin": 7,
+        "management": 7,  # its commands may call the console's operator actions
+    },
+    "scheduling": {
+        "sharding": 0,
+        "storage": 1,
+        "teams": 1,
+        "flow": 2,
+        "jobs": 3,
+        "schedules": 4,
+        "api": 5,
+        "console": 5,
+        "tasks": 5,
+        "admin": 6,
+        "apps": 6,
+        "management": 6,
+    },
 }
-APP_BASE = {"models", "conf", "metrics", "apps"}  # anyone may import these; they import no package
-APP_TOP = {"admin"}  # may import anything
+BASE = {
+    "polling": {"models", "conf", "metrics", "apps"},
+    "scheduling": {
+        "choices",
+        "keys",
+        "conf",
+        "errors",
+        "netguard",
+        "handlers",
+        "metrics",
+        "models",
+    },
+}
 
 
 def _module_name(path: Path) -> str:
@@ -77,40 +107,43 @@ def _rank(module: str) -> int | None:
     parts = module.split(".")
     if len(parts) < 2:
         return None
-    head = parts[1]
-    if head in APP_BASE:
+    app, head = parts[0], parts[1]
+    if head in BASE[app]:
         return -1
-    if head in APP_TOP:
-        return 99
-    return POLLING_RANKS.get(head)
+    return RANKS[app].get(head)
 
 
-def test_every_polling_package_has_a_rank() -> None:
-    packages = {p.name for p in (ROOT / "polling").iterdir() if (p / "__init__.py").exists()}
-    assert packages - {"migrations"} == set(POLLING_RANKS)
-    top = {p.stem for p in (ROOT / "polling").glob("*.py")} - {"__init__"}
-    assert top <= APP_BASE | APP_TOP, f"only the app's own modules at the top: {top}"
+@pytest.mark.parametrize("app", ["polling", "scheduling"])
+def test_every_part_has_a_rank(app: str) -> None:
+    folder = ROOT / app
+    parts = {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+    parts |= {p.stem for p in folder.glob("*.py")} - {"__init__"}
+    assert parts - {"migrations"} == set(RANKS[app]) | BASE[app]
 
 
-def test_lower_packages_never_import_higher_ones() -> None:
+@pytest.mark.parametrize("app", ["polling", "scheduling"])
+def test_lower_parts_never_import_higher_ones(app: str) -> None:
     wrong = []
-    for module, imported in _graph("polling").items():
+    for module, imported in _graph(app).items():
         mine = _rank(module)
         for other in imported:
             theirs = _rank(other)
             if mine is None or theirs is None:
                 continue
-            same_package = module.split(".")[1] == other.split(".")[1]
-            if theirs > mine or (theirs == mine and not same_package):
+            same_part = module.split(".")[1] == other.split(".")[1]
+            registers = module == f"{app}.models" and other.endswith(".models")
+            both_base = mine == theirs == -1  # base modules among themselves
+            if not (same_part or registers or both_base) and theirs >= mine:
                 wrong.append(f"{module} -> {other}")
     assert not wrong, "imports against the layering (docs/architecture.md):\n" + "\n".join(wrong)
 
 
 def test_scheduling_never_imports_polling() -> None:
+    sources = _sources("scheduling")
     wrong = [
         f"{module} -> {other}"
-        for module, imported in _graph("scheduling").items()
-        for other in _imports(_sources("scheduling")[module], module)
+        for module, path in sources.items()
+        for other in _imports(path, module)
         if other.startswith("polling")
     ]
     assert not wrong, "\n".join(wrong)
@@ -151,9 +184,9 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-@pytest.mark.parametrize("package", ["polling"])
-def test_no_import_circles(package: str) -> None:
-    graph = _graph(package)
+@pytest.mark.parametrize("app", ["polling", "scheduling"])
+def test_no_import_circles(app: str) -> None:
+    graph = _graph(app)
     # A package's __init__ importing its own modules is not a circle of concern.
     for name in graph:
         graph[name] = {m for m in graph[name] if not name.startswith(m + ".")}

@@ -1,4 +1,4 @@
-"""scheduling.recurrence: cron in a time zone with the DST rules, and intervals (no database)."""
+"""Recurrence: cron in a time zone with the DST rules, and intervals (no database)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ from zoneinfo import ZoneInfo
 import pytest
 import time_machine
 
-from scheduling.recurrence import RecurrenceError, Rule, next_instants, to_utc, validate_cron, zone
+from scheduling.schedules.recurrence import (
+    RecurrenceError,
+    Rule,
+    next_instants,
+    to_utc,
+    validate_cron,
+    zone,
+)
 
 NY = ZoneInfo("America/New_York")
 LONDON = ZoneInfo("Europe/London")

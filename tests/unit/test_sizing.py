@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduling import sizing
+from scheduling.sharding import sizing
 
 
 def test_design_example() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from polling.reading.lag import shard_lag_list
-from scheduling.clock import db_now
+from scheduling.sharding.clock import db_now
 
 
 class Command(BaseCommand):

@@ -8,9 +8,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.dateparse import parse_datetime
 
 from polling.console.cutover import cutover_preview
-from scheduling.clock import db_now
-from scheduling.cutovers import cutover_schedule
 from scheduling.errors import InvalidCutover
+from scheduling.sharding.clock import db_now
+from scheduling.sharding.cutovers import cutover_schedule
 
 
 class Command(BaseCommand):

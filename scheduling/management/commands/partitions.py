@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduling import conf
-from scheduling.clock import db_now
+from scheduling.sharding.clock import db_now
 from scheduling.storage.partitions import is_partitioned, partitions_ensure, partitions_list
 from scheduling.storage.retention import retention_prune
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduling import sizing
+from scheduling.sharding import sizing
 
 
 def _whole(minimum: int) -> Callable[[str], int]:

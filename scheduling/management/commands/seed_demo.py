@@ -7,10 +7,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduling.clock import db_now
 from scheduling.errors import SchedulingError
+from scheduling.jobs.services import JobSpec, job_schedule_many
 from scheduling.models import TargetKind
-from scheduling.services import JobSpec, job_schedule_many
+from scheduling.sharding.clock import db_now
 from scheduling.teams import api_key_create, team_get_or_create
 
 

@@ -18,7 +18,7 @@ from scheduling.errors import IdempotencyConflict
 from scheduling.models import IdempotencyKey, Job, Team
 
 if TYPE_CHECKING:
-    from scheduling.specs import JobSpec
+    from scheduling.jobs.specs import JobSpec
 
 KEY_CONSTRAINT = "idempotencykey_team_key_uniq"
 

@@ -20,12 +20,13 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 
-from scheduling import keys, recurrence
-from scheduling.clock import db_now
+from scheduling import keys
 from scheduling.errors import ScheduleNotFound, SchedulingError
-from scheduling.inflight import id_not_in, in_flight_frozen
+from scheduling.jobs.inflight import id_not_in, in_flight_frozen
+from scheduling.jobs.specs import JobSpec, SpecChecker
 from scheduling.models import MissedPolicy, Schedule, ScheduleOccurrence, Team
-from scheduling.specs import JobSpec, SpecChecker
+from scheduling.schedules import recurrence
+from scheduling.sharding.clock import db_now
 
 MAX_PREVIEW = 100
 NEXT_OCCURRENCES = 5
@@ -132,7 +133,7 @@ def schedule_create(*, team: Team, spec: ScheduleSpec, now: datetime | None = No
 
 # Pending occurrences of one schedule, canceled in one statement (PostgreSQL and
 # SQLite both return the rows). Jobs in flight are left out, with every shard's
-# window lock held (``scheduling.inflight``), and the UPDATE re-checks the status
+# window lock held (``scheduling.jobs.inflight``), and the UPDATE re-checks the status
 # of each row it locks, so none is both canceled and delivered.
 CANCEL_OCCURRENCES_SQL = """
 UPDATE scheduling_job SET status = 'canceled', updated_at = %s

@@ -1,5 +1,5 @@
 """Recurring schedules' rows: the schedule and its ledger of materialized instants
-(``scheduling.schedules`` writes them, ``polling.upkeep.schedules`` plans from them)."""
+(``scheduling.schedules.services`` writes them, ``polling.upkeep.schedules`` plans from them)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
-from scheduling.models import TargetKind, Team
+from scheduling.choices import TargetKind
 
 
 class MissedPolicy(models.TextChoices):
@@ -28,7 +28,7 @@ class Schedule(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="schedules")
+    team = models.ForeignKey("scheduling.Team", on_delete=models.CASCADE, related_name="schedules")
     cron = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 (NULL = interval)
     every_seconds = models.PositiveIntegerField(null=True, blank=True)
     timezone = models.CharField(max_length=64, default="UTC")

@@ -12,11 +12,11 @@ from datetime import datetime
 
 from django.db import transaction
 
-from scheduling.clock import db_now
 from scheduling.errors import SchedulingError
-from scheduling.inflight import in_flight_frozen
+from scheduling.jobs.inflight import in_flight_frozen
+from scheduling.jobs.selectors import job_filter_metadata
 from scheduling.models import Job, JobStatus, Team
-from scheduling.selectors import job_filter_metadata
+from scheduling.sharding.clock import db_now
 
 
 def job_cancel_many(
@@ -30,7 +30,7 @@ def job_cancel_many(
 
     One UPDATE whatever the number of jobs, in a transaction that first takes every
     shard's window lock (shared) and reads the ids in flight
-    (``scheduling.inflight.in_flight_frozen``): jobs being delivered stay as they are,
+    (``scheduling.jobs.inflight.in_flight_frozen``): jobs being delivered stay as they are,
     and no poller takes a new batch until the UPDATE commits. The UPDATE re-checks
     the status of each row it locks, so a job is never both canceled and delivered.
     """

@@ -1,6 +1,6 @@
 """Shard-count cutovers: change S for buckets from a future instant on.
 
-Split from ``scheduling.services`` (which re-exports both functions) to keep
+Split from ``scheduling.jobs.services`` (which re-exports both functions) to keep
 modules small; the rules are in docs/keys.md.
 """
 
@@ -11,9 +11,9 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 
 from scheduling import conf, keys
-from scheduling.clock import db_now, open_bucket
 from scheduling.errors import InvalidCutover
 from scheduling.models import ShardCountSchedule
+from scheduling.sharding.clock import db_now, open_bucket
 
 
 def cutover_earliest(now: datetime) -> datetime:

@@ -6,7 +6,7 @@ for every team), team slug (``job_team_due``) and ``key=value`` metadata (the GI
 index on PostgreSQL); filters by status and due range (a due range also bounds
 ``bucket``, which the pending index and bucket partitions lead with). No
 ``date_hierarchy`` (its date list aggregates the whole table) and no exact
-counts of large results (see ``scheduling.paginators``).
+counts of large results (see ``scheduling.console.paginators``).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from scheduling import conf, keys
-from scheduling.clock import db_now
-from scheduling.deadletters import job_requeue
+from scheduling.console.paginators import EstimatedCountPaginator
 from scheduling.errors import SchedulingError
+from scheduling.jobs.deadletters import job_requeue
+from scheduling.jobs.selectors import job_filter_metadata
+from scheduling.jobs.services import job_cancel, job_reschedule
 from scheduling.models import DeliveryAttempt, Job, Team
-from scheduling.paginators import EstimatedCountPaginator
-from scheduling.selectors import job_filter_metadata
-from scheduling.services import job_cancel, job_reschedule
+from scheduling.sharding.clock import db_now
 
 HOUR = timedelta(hours=1)
 DUE_RANGES = {

@@ -2,7 +2,7 @@
 
 Every check raises a SchedulingError naming the field. ``SpecChecker`` checks a
 whole batch with settings read once and each distinct target checked once; the
-scheduling services (``scheduling.services``) call it before anything is written.
+scheduling services (``scheduling.jobs.services``) call it before anything is written.
 """
 
 from __future__ import annotations

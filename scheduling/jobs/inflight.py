@@ -35,9 +35,9 @@ from collections.abc import Iterable, Sequence
 
 from django.db import connection
 
-from scheduling.buckets import shard_count_max
 from scheduling.errors import JobNotPending
 from scheduling.models import Job
+from scheduling.sharding.buckets import shard_count_max
 
 # The advisory-lock namespace of shard windows (the first of the two int4 keys).
 WINDOW_LOCK_CLASS = 0x534C0001

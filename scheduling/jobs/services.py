@@ -1,8 +1,8 @@
 """Writes: schedule, cancel and reschedule jobs.
 
-Elsewhere: the request (``JobSpec``) and its checks in ``scheduling.specs``, cutovers
-in ``scheduling.cutovers``, bulk cancel in ``scheduling.cancels``, dead-letter requeue
-in ``scheduling.deadletters``.
+Elsewhere: the request (``JobSpec``) and its checks in ``scheduling.jobs.specs``, cutovers
+in ``scheduling.sharding.cutovers``, bulk cancel in ``scheduling.jobs.cancels``, dead-letter requeue
+in ``scheduling.jobs.deadletters``.
 
 Every service is keyword-only and transactional. Where a job lands:
 ``bucket = max(bucket_of(due_at), open_bucket(now))`` and
@@ -22,23 +22,23 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 
 from scheduling import conf, keys
-from scheduling.buckets import shard_count_cached, shard_counts_record
-from scheduling.clock import db_now, open_bucket
-
-# Re-exported: callers have always imported the cutover services from here.
-from scheduling.cutovers import cutover_earliest as cutover_earliest
-from scheduling.cutovers import cutover_schedule as cutover_schedule
 from scheduling.errors import JobNotPending, SchedulingError
-from scheduling.idempotency import idempotency_record, is_key_violation
-from scheduling.idempotency import idempotency_resolve as _resolve_idempotency
-from scheduling.inflight import job_in_flight_refuse
+from scheduling.jobs.idempotency import idempotency_record, is_key_violation
+from scheduling.jobs.idempotency import idempotency_resolve as _resolve_idempotency
+from scheduling.jobs.inflight import job_in_flight_refuse
+
+# Re-exported: what a client asks for, and its checks, live in scheduling.jobs.specs.
+from scheduling.jobs.specs import JobSpec as JobSpec
+from scheduling.jobs.specs import SpecChecker, validate_due_at, validate_payload
+from scheduling.jobs.specs import job_spec_validate as job_spec_validate
 from scheduling.metrics import JOBS_SCHEDULED
 from scheduling.models import Job, JobStatus, Team
+from scheduling.sharding.buckets import shard_count_cached, shard_counts_record
+from scheduling.sharding.clock import db_now, open_bucket
 
-# Re-exported: what a client asks for, and its checks, live in scheduling.specs.
-from scheduling.specs import JobSpec as JobSpec
-from scheduling.specs import SpecChecker, validate_due_at, validate_payload
-from scheduling.specs import job_spec_validate as job_spec_validate
+# Re-exported: callers have always imported the cutover services from here.
+from scheduling.sharding.cutovers import cutover_earliest as cutover_earliest
+from scheduling.sharding.cutovers import cutover_schedule as cutover_schedule
 from scheduling.storage.gcpause import gc_paused
 from scheduling.storage.jobinsert import JobBuilder, insert_one_guarded, jobs_insert, new_job_ids
 from scheduling.storage.jobrows import job_for_update, job_save_in_partition
@@ -297,7 +297,7 @@ def job_written(write: JobWrite, created_at: datetime) -> Job:
 
 def _pending_job_for_update(team: Team, job_id: uuid.UUID | str) -> Job:
     """Lock the team's job and check it is pending and not in flight (in that order:
-    the lock order of ``scheduling.inflight``)."""
+    the lock order of ``scheduling.jobs.inflight``)."""
     job = job_for_update(team=team, job_id=job_id)
     if job.status != JobStatus.PENDING:
         raise JobNotPending(

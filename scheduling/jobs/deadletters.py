@@ -12,10 +12,10 @@ from datetime import datetime
 from django.db import transaction
 
 from scheduling import keys
-from scheduling.buckets import shard_counts_record
-from scheduling.clock import db_now, open_bucket
 from scheduling.errors import JobNotPending
 from scheduling.models import Job, JobStatus, Team
+from scheduling.sharding.buckets import shard_counts_record
+from scheduling.sharding.clock import db_now, open_bucket
 from scheduling.storage.jobrows import job_for_update, job_save_in_partition
 
 _REQUEUE_FIELDS = [
