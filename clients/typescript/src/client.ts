@@ -97,7 +97,7 @@ export class Client {
   // Jobs
 
   /** Schedules one job; without an idempotencyKey one is generated, so a retry never doubles it. */
-  schedule(job: JobInput): Promise<Job> {
+  async schedule(job: JobInput): Promise<Job> {
     return this.request(jobs.schedule(job));
   }
 
@@ -108,7 +108,7 @@ export class Client {
     return out;
   }
 
-  get(id: string): Promise<Job> {
+  async get(id: string): Promise<Job> {
     return this.request(jobs.get(id));
   }
 
@@ -119,39 +119,39 @@ export class Client {
   }
 
   /** One page of the list; pass its nextCursor back for the next. */
-  listPage(filters: JobFilters = {}, cursor?: string | null): Promise<Page<Job>> {
+  async listPage(filters: JobFilters = {}, cursor?: string | null): Promise<Page<Job>> {
     return this.request(jobs.listPage(filters, cursor));
   }
 
-  reschedule(id: string, dueAt: Instant, options: { payload?: Payload } = {}): Promise<Job> {
+  async reschedule(id: string, dueAt: Instant, options: { payload?: Payload } = {}): Promise<Job> {
     return this.request(jobs.reschedule(id, dueAt, options.payload));
   }
 
-  cancel(id: string): Promise<Job> {
+  async cancel(id: string): Promise<Job> {
     return this.request(jobs.cancel(id));
   }
 
   /** Cancels the pending jobs matching ids and/or metadata; answers how many. */
-  cancelMany(input: CancelManyInput): Promise<number> {
+  async cancelMany(input: CancelManyInput): Promise<number> {
     return this.request(jobs.cancelMany(input));
   }
 
-  attempts(id: string): Promise<Attempt[]> {
+  async attempts(id: string): Promise<Attempt[]> {
     return this.request(jobs.attempts(id));
   }
 
   /** A dead or expired job gets a new attempt series, due now. */
-  requeue(id: string): Promise<Job> {
+  async requeue(id: string): Promise<Job> {
     return this.request(jobs.requeue(id));
   }
 
   // Recurring schedules
 
-  createSchedule(schedule: ScheduleInput): Promise<Schedule> {
+  async createSchedule(schedule: ScheduleInput): Promise<Schedule> {
     return this.request(schedules.create(schedule));
   }
 
-  getSchedule(id: string): Promise<Schedule> {
+  async getSchedule(id: string): Promise<Schedule> {
     return this.request(schedules.get(id));
   }
 
@@ -160,34 +160,34 @@ export class Client {
   }
 
   /** Changes the given fields; the schedule's future occurrences are re-planned. */
-  updateSchedule(id: string, changes: ScheduleChanges): Promise<Schedule> {
+  async updateSchedule(id: string, changes: ScheduleChanges): Promise<Schedule> {
     return this.request(schedules.update(id, changes));
   }
 
-  deleteSchedule(id: string): Promise<void> {
+  async deleteSchedule(id: string): Promise<void> {
     return this.request(schedules.remove(id));
   }
 
-  pauseSchedule(id: string): Promise<Schedule> {
+  async pauseSchedule(id: string): Promise<Schedule> {
     return this.request(schedules.pause(id));
   }
 
-  resumeSchedule(id: string): Promise<Schedule> {
+  async resumeSchedule(id: string): Promise<Schedule> {
     return this.request(schedules.resume(id));
   }
 
   /** The next `count` instants (1 to 100, default 10) of the schedule, planned or not. */
-  scheduleOccurrences(id: string, count?: number): Promise<Date[]> {
+  async scheduleOccurrences(id: string, count?: number): Promise<Date[]> {
     return this.request(schedules.occurrences(id, count));
   }
 
   // Flow control
 
-  setFlowControl(key: string, limits: FlowControlLimits): Promise<FlowControl> {
+  async setFlowControl(key: string, limits: FlowControlLimits): Promise<FlowControl> {
     return this.request(flowControls.set(key, limits));
   }
 
-  getFlowControl(key: string): Promise<FlowControl> {
+  async getFlowControl(key: string): Promise<FlowControl> {
     return this.request(flowControls.get(key));
   }
 
@@ -195,15 +195,15 @@ export class Client {
     return this.#pages((cursor) => flowControls.listPage(options.limit, cursor));
   }
 
-  deleteFlowControl(key: string): Promise<void> {
+  async deleteFlowControl(key: string): Promise<void> {
     return this.request(flowControls.remove(key));
   }
 
-  pauseFlowControl(key: string): Promise<FlowControl> {
+  async pauseFlowControl(key: string): Promise<FlowControl> {
     return this.request(flowControls.pause(key));
   }
 
-  resumeFlowControl(key: string): Promise<FlowControl> {
+  async resumeFlowControl(key: string): Promise<FlowControl> {
     return this.request(flowControls.resume(key));
   }
 

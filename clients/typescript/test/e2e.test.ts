@@ -162,11 +162,11 @@ test("typed errors", async () => {
     (error: unknown) => error instanceof ConflictError && error.code === "idempotency_conflict",
   );
   // Refused before any request: a field the API does not know, an invalid Date.
-  assert.throws(
-    () => client.schedule({ dueAt: later(), handler: "noop", colour: "red" } as JobInput),
+  await assert.rejects(
+    client.schedule({ dueAt: later(), handler: "noop", colour: "red" } as JobInput),
     /unknown field "colour"/,
   );
-  assert.throws(() => client.schedule({ dueAt: new Date("nope"), handler: "noop" }), /dueAt is an invalid Date/);
+  await assert.rejects(client.schedule({ dueAt: new Date("nope"), handler: "noop" }), /dueAt is an invalid Date/);
 });
 
 test("a lost answer is retried without a duplicate", async () => {

@@ -64,7 +64,7 @@ export async function losingProxy(target: string): Promise<{ url: string; posts:
   return { url: await listen(server), posts: () => posts, server };
 }
 
-/** Answers every request with `status` and `headers`; counts them. */
+/** Answers every request with `status`, `headers` and `body` (JSON, or bytes as they are); counts them. */
 export async function alwaysAnswering(
   status: number,
   headers: Record<string, string>,
@@ -75,7 +75,7 @@ export async function alwaysAnswering(
     await bodyOf(request);
     hits += 1;
     response.writeHead(status, { "content-type": "application/json", ...headers });
-    response.end(JSON.stringify(body));
+    response.end(Buffer.isBuffer(body) ? body : JSON.stringify(body));
   });
   return { url: await listen(server), hits: () => hits, server };
 }

@@ -1,0 +1,53 @@
+// `npm pack` makes a tarball that a fresh ESM project installs, imports and type-checks.
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { promisify } from "node:util";
+
+import { PACKAGE_ROOT } from "./support/service.js";
+
+const run = promisify(execFile);
+
+test("the packed tarball installs into a fresh project, imports as ESM and type-checks", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "sendlater-ts-consumer-"));
+  try {
+    const packed = await run("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", dir], { cwd: PACKAGE_ROOT });
+    const [info] = JSON.parse(packed.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
+    assert.ok(info);
+    const files = info.files.map((f) => f.path);
+    assert.ok(files.includes("dist/index.js") && files.includes("dist/index.d.ts"), files.join(", "));
+    assert.ok(!files.some((f) => f.startsWith("src/") || f.startsWith("test/")), files.join(", "));
+
+    writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }));
+    // No runtime dependencies: installing the tarball needs no registry.
+    await run("npm", ["install", "--offline", "--no-audit", "--no-fund", join(dir, info.filename)], { cwd: dir });
+    writeFileSync(
+      join(dir, "main.ts"),
+      [
+        'import { Client, ValidationError, verify, type Job, type JobInput } from "@sendlater/client";',
+        'const client = new Client({ baseUrl: "http://127.0.0.1:8000", apiKey: "sl_x" });',
+        'const input: JobInput = { dueAt: new Date(), handler: "noop", payload: { n: 1 } };',
+        "const pending: Promise<Job> = client.schedule(input);",
+        "void pending.catch((e: unknown) => e instanceof ValidationError && e.fields);",
+        "void verify;",
+        // exactly one target: both is a type error
+        '// @ts-expect-error callbackUrl and handler together',
+        'const both: JobInput = { dueAt: new Date(), handler: "noop", callbackUrl: "https://x.example" };',
+        "void both;",
+      ].join("\n"),
+    );
+    const tsc = join(PACKAGE_ROOT, "node_modules/typescript/bin/tsc");
+    await run(process.execPath, [tsc, "--noEmit", "--strict", "--module", "nodenext", "--moduleResolution", "nodenext", "--target", "es2022", "--types", "node", "--typeRoots", join(PACKAGE_ROOT, "node_modules/@types"), "main.ts"], { cwd: dir });
+    const imported = await run(process.execPath, [
+      "--input-type=module",
+      "-e",
+      'import * as m from "@sendlater/client"; console.log(Object.keys(m).sort().join(","));',
+    ], { cwd: dir });
+    assert.match(imported.stdout, /Client,.*InvalidSignatureError,.*verify/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
