@@ -137,7 +137,10 @@ export async function schemaDrift(schema) {
   const problems = [];
   const live = snapshotText(schema);
   const committed = readFileSync(SNAPSHOT, "utf8");
-  if (live !== committed) problems.push(`openapi.json differs from the server's schema:\n${firstDifference(committed, live)}`);
+  if (live !== committed)
+    problems.push(
+      `openapi.json differs from the server's schema:\n${firstDifference(committed, live)}`,
+    );
   const types = await typesText(JSON.parse(committed));
   if (types !== readFileSync(GENERATED, "utf8")) {
     problems.push("src/generated/openapi.ts is not what openapi-typescript makes of openapi.json");

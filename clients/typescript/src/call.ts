@@ -11,19 +11,19 @@ export type Route<V extends Verb> = {
 
 type Operation<V extends Verb, P extends Route<V>> = NonNullable<paths[P][V]>;
 type Json<R> = R extends { content: { "application/json": infer B } } ? B : never;
-type Responses<V extends Verb, P extends Route<V>> = Operation<V, P> extends { responses: infer R }
-  ? R
-  : never;
+type Responses<V extends Verb, P extends Route<V>> =
+  Operation<V, P> extends { responses: infer R } ? R : never;
 /** The JSON of the call's success answers (200, 201), or undefined for a 204. */
 export type Answer<V extends Verb, P extends Route<V>> =
   | Json<Responses<V, P>[200 & keyof Responses<V, P>]>
   | Json<Responses<V, P>[201 & keyof Responses<V, P>]>
   | (204 extends keyof Responses<V, P> ? undefined : never);
-export type Body<V extends Verb, P extends Route<V>> = Operation<V, P> extends {
-  requestBody?: { content: { "application/json": infer B } };
-}
-  ? B
-  : never;
+export type Body<V extends Verb, P extends Route<V>> =
+  Operation<V, P> extends {
+    requestBody?: { content: { "application/json": infer B } };
+  }
+    ? B
+    : never;
 export type Query<V extends Verb, P extends Route<V>> = NonNullable<
   Operation<V, P>["parameters"]["query"]
 >;
@@ -55,8 +55,10 @@ export function call<V extends Verb, P extends Route<V>, T>(
   const params = (parts.path ?? {}) as Record<string, string>;
   // Every character of a path parameter escaped: a flow-control key may hold "?", "#", "%".
   const path = route.replace(/\{(\w+)\}/g, (_, name: string) => {
-    const value = params[name];
-    if (value === undefined) throw new TypeError(`${route} needs ${name}`);
+    const value: unknown = params[name];
+    if (typeof value !== "string" || value === "") {
+      throw new TypeError(`${name} must be a non-empty string, not ${JSON.stringify(value)}`);
+    }
     return encodeURIComponent(value);
   });
   return {

@@ -2,7 +2,15 @@
 import type { Call } from "./call.js";
 import { SendlaterError, TransportError, errorFor } from "./errors.js";
 import * as flowControls from "./flowcontrolcalls.js";
-import type { FlowControlLimits, Instant, JobFilters, JobInput, Payload, ScheduleChanges, ScheduleInput } from "./inputs.js";
+import type {
+  FlowControlLimits,
+  Instant,
+  JobFilters,
+  JobInput,
+  Payload,
+  ScheduleChanges,
+  ScheduleInput,
+} from "./inputs.js";
 import * as jobs from "./jobcalls.js";
 import type { CancelManyInput, Page } from "./jobcalls.js";
 import type { Attempt, FlowControl, Job, JobSummary, Schedule } from "./models.js";
@@ -43,7 +51,8 @@ export class Client {
     this.baseUrl = baseUrl.replace(/\/+$/, "");
     this.#apiKey = apiKey;
     this.#timeoutMs = timeoutSeconds * 1000;
-    this.retry = options.retry instanceof RetryPolicy ? options.retry : new RetryPolicy(options.retry);
+    this.retry =
+      options.retry instanceof RetryPolicy ? options.retry : new RetryPolicy(options.retry);
     this.#fetch = options.fetch ?? globalThis.fetch;
   }
 
@@ -69,7 +78,10 @@ export class Client {
       let response: Response;
       let text: string;
       try {
-        response = await this.#fetch(url, { ...init, signal: AbortSignal.timeout(this.#timeoutMs) });
+        response = await this.#fetch(url, {
+          ...init,
+          signal: AbortSignal.timeout(this.#timeoutMs),
+        });
         text = await response.text();
       } catch (error) {
         if (last) throw new TransportError(transportMessage(error, call), { cause: error });

@@ -2,6 +2,8 @@
 // map is checked against the schema's request fields at compile time (a field the API
 // adds or drops fails the build), and at run time an unknown field (a typo from plain
 // JavaScript) is refused before any request.
+import { randomUUID } from "node:crypto";
+
 import type { Wire } from "./call.js";
 import type { Json, MissedPolicy } from "./models.js";
 import type { Assert, CamelKeys, SameNames } from "./schemacheck.js";
@@ -12,8 +14,7 @@ export type Instant = Date | string;
 
 /** Exactly one target: a webhook URL or a registered in-process handler. */
 export type Target =
-  | { callbackUrl: string; handler?: never }
-  | { handler: string; callbackUrl?: never };
+  { callbackUrl: string; handler?: never } | { handler: string; callbackUrl?: never };
 
 interface JobFields {
   /** A Date, or RFC 3339 with a UTC offset ("2027-03-01T09:00:00+01:00"). */
@@ -46,7 +47,10 @@ interface ScheduleFields {
   missed?: MissedPolicy;
   flowControlKey?: string | null;
 }
-export type ScheduleInput = Omit<ScheduleFields, "cron" | "everySeconds" | "callbackUrl" | "handler"> &
+export type ScheduleInput = Omit<
+  ScheduleFields,
+  "cron" | "everySeconds" | "callbackUrl" | "handler"
+> &
   ({ cron: string; everySeconds?: never } | { everySeconds: number; cron?: never }) &
   Target;
 /** A PATCH: only the fields given change (a new cron replaces everySeconds and back). */
@@ -165,7 +169,7 @@ function renamed(
 }
 
 export function newIdempotencyKey(): string {
-  return `slc-${crypto.randomUUID()}`;
+  return `slc-${randomUUID()}`;
 }
 
 /** The job's wire body, with an idempotency key generated when the caller gave none. */
@@ -176,10 +180,15 @@ export function jobToWire(job: JobInput, what = "job"): Wire["JobCreateRequest"]
   return body as Wire["JobCreateRequest"];
 }
 
-export function scheduleToWire(schedule: ScheduleChanges, what = "schedule"): Wire["ScheduleCreateRequest"] {
+export function scheduleToWire(
+  schedule: ScheduleChanges,
+  what = "schedule",
+): Wire["ScheduleCreateRequest"] {
   return renamed(schedule, SCHEDULE_FIELDS, what) as Wire["ScheduleCreateRequest"];
 }
 
-export function flowControlLimitsToWire(limits: FlowControlLimits): Wire["FlowControlLimitsRequest"] {
+export function flowControlLimitsToWire(
+  limits: FlowControlLimits,
+): Wire["FlowControlLimitsRequest"] {
   return renamed(limits, FLOW_CONTROL_FIELDS, "limits") as Wire["FlowControlLimitsRequest"];
 }

@@ -57,9 +57,18 @@ export function get(id: string): Call<Job> {
 }
 
 export function listPage(filters: JobFilters = {}, cursor?: string | null): Call<Page<Job>> {
-  const known = new Set(["status", "dueAfter", "dueBefore", "metadata", "flowControlKey", "scheduleId", "limit"]);
+  const known = new Set([
+    "status",
+    "dueAfter",
+    "dueBefore",
+    "metadata",
+    "flowControlKey",
+    "scheduleId",
+    "limit",
+  ]);
   for (const name of Object.keys(filters)) {
-    if (!known.has(name)) throw new TypeError(`filters: unknown filter "${name}" (known: ${[...known].join(", ")})`);
+    if (!known.has(name))
+      throw new TypeError(`filters: unknown filter "${name}" (known: ${[...known].join(", ")})`);
   }
   return call("get", "/api/v1/jobs", {
     query: {
@@ -101,7 +110,10 @@ export function cancelMany({ ids, metadata }: CancelManyInput): Call<number> {
     throw new TypeError("cancelMany needs ids, metadata or both");
   }
   return call("post", "/api/v1/jobs/cancel", {
-    body: { ...(ids === undefined ? {} : { ids: [...ids] }), ...(metadata === undefined ? {} : { metadata }) },
+    body: {
+      ...(ids === undefined ? {} : { ids: [...ids] }),
+      ...(metadata === undefined ? {} : { metadata }),
+    },
     parse: (data) => data.canceled,
   });
 }
@@ -114,5 +126,8 @@ export function attempts(id: string): Call<Attempt[]> {
 }
 
 export function requeue(id: string): Call<Job> {
-  return call("post", "/api/v1/jobs/{job_id}/requeue", { path: { job_id: id }, parse: jobFromWire });
+  return call("post", "/api/v1/jobs/{job_id}/requeue", {
+    path: { job_id: id },
+    parse: jobFromWire,
+  });
 }

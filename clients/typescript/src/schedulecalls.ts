@@ -21,7 +21,10 @@ export function get(id: string): Call<Schedule> {
 export function listPage(limit?: number, cursor?: string | null): Call<Page<Schedule>> {
   return call("get", "/api/v1/schedules", {
     query: { limit, cursor: cursor ?? undefined },
-    parse: (data) => ({ results: data.results.map(scheduleFromWire), nextCursor: data.next_cursor }),
+    parse: (data) => ({
+      results: data.results.map(scheduleFromWire),
+      nextCursor: data.next_cursor,
+    }),
   });
 }
 

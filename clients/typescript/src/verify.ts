@@ -8,8 +8,7 @@ import { InvalidSignatureError } from "./errors.js";
 export const TOLERANCE_SECONDS = 5 * 60;
 
 export type WebhookHeaders =
-  | Headers
-  | Readonly<Record<string, string | readonly string[] | undefined>>;
+  Headers | Readonly<Record<string, string | readonly string[] | undefined>>;
 
 export interface VerifyOptions {
   /** Default 300 seconds. */

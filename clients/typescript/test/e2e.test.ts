@@ -36,25 +36,39 @@ async function countJobs(metadata: Record<string, string>): Promise<number> {
   return n;
 }
 
-before(async () => {
-  service = await startService();
-  client = new Client({ baseUrl: service.baseUrl, apiKey: service.apiKey, retry: FAST_RETRY });
-});
+// Generous bounds for a busy machine; a test that hangs fails instead of stalling CI.
+const SERVICE_TIMEOUT_MS = 180_000;
+const TEST_TIMEOUT_MS = 120_000;
 
-after(async () => {
-  await service?.stop();
-});
+before(
+  async () => {
+    service = await startService();
+    client = new Client({ baseUrl: service.baseUrl, apiKey: service.apiKey, retry: FAST_RETRY });
+  },
+  { timeout: SERVICE_TIMEOUT_MS },
+);
 
-test("the server's OpenAPI schema is the committed snapshot, and the types are made from it", async () => {
-  const schema = (await import(pathToFileURL(join(PACKAGE_ROOT, "scripts/schema.mjs")).href)) as {
-    fetchSchema(url: string): Promise<unknown>;
-    schemaDrift(schema: unknown): Promise<string[]>;
-  };
-  const live = await schema.fetchSchema(`${service.baseUrl}/api/schema/`);
-  assert.deepEqual(await schema.schemaDrift(live), []);
-});
+after(
+  async () => {
+    await service?.stop();
+  },
+  { timeout: SERVICE_TIMEOUT_MS },
+);
 
-test("schedule, get, reschedule, list, cancel", async () => {
+test(
+  "the server's OpenAPI schema is the committed snapshot, and the types are made from it",
+  { timeout: TEST_TIMEOUT_MS },
+  async () => {
+    const schema = (await import(pathToFileURL(join(PACKAGE_ROOT, "scripts/schema.mjs")).href)) as {
+      fetchSchema(url: string): Promise<unknown>;
+      schemaDrift(schema: unknown): Promise<string[]>;
+    };
+    const live = await schema.fetchSchema(`${service.baseUrl}/api/schema/`);
+    assert.deepEqual(await schema.schemaDrift(live), []);
+  },
+);
+
+test("schedule, get, reschedule, list, cancel", { timeout: TEST_TIMEOUT_MS }, async () => {
   const job = await client.schedule({
     dueAt: later(),
     handler: "noop",
@@ -73,7 +87,8 @@ test("schedule, get, reschedule, list, cancel", async () => {
   assert.deepEqual(moved.payload, { n: 2 });
 
   const listed = [];
-  for await (const j of client.list({ metadata: { case: "crud" }, status: "pending" })) listed.push(j.id);
+  for await (const j of client.list({ metadata: { case: "crud" }, status: "pending" }))
+    listed.push(j.id);
   assert.deepEqual(listed, [job.id]);
 
   const canceled = await client.cancel(job.id);
@@ -83,51 +98,59 @@ test("schedule, get, reschedule, list, cancel", async () => {
   await assert.rejects(client.requeue(job.id), ConflictError);
 });
 
-test("2,500 jobs go in chunks of 1,000, in order, and list back over pages", async () => {
-  const requests: string[] = [];
-  const counting = new Client({
-    baseUrl: service.baseUrl,
-    apiKey: service.apiKey,
-    timeoutSeconds: 60,
-    fetch: (input, init) => {
-      requests.push(`${init?.method} ${new URL(String(input)).pathname}`);
-      return fetch(input, init);
-    },
-  });
-  const base = later(30);
-  const jobs: JobInput[] = Array.from({ length: 2500 }, (_, i) => ({
-    dueAt: new Date(base.getTime() + i * 1000),
-    handler: "noop",
-    payload: { i },
-    metadata: { case: "bulk" },
-  }));
-  const made = await counting.scheduleMany(jobs);
-  assert.deepEqual(requests, Array(3).fill("POST /api/v1/jobs/bulk"));
-  assert.equal(made.length, 2500);
-  // The bulk answer is compact (no payload): the order shows in the due times.
-  assert.deepEqual(
-    made.map((j) => j.dueAt.getTime()),
-    jobs.map((j) => (j.dueAt as Date).getTime()),
-  );
-  assert.ok(made.every((j) => j.created && j.status === "pending"));
-  assert.equal(new Set(made.map((j) => j.id)).size, 2500);
+test(
+  "2,500 jobs go in chunks of 1,000, in order, and list back over pages",
+  { timeout: TEST_TIMEOUT_MS },
+  async () => {
+    const requests: string[] = [];
+    const counting = new Client({
+      baseUrl: service.baseUrl,
+      apiKey: service.apiKey,
+      timeoutSeconds: 60,
+      fetch: (input, init) => {
+        requests.push(`${init?.method} ${new URL(String(input)).pathname}`);
+        return fetch(input, init);
+      },
+    });
+    const base = later(30);
+    const jobs: JobInput[] = Array.from({ length: 2500 }, (_, i) => ({
+      dueAt: new Date(base.getTime() + i * 1000),
+      handler: "noop",
+      payload: { i },
+      metadata: { case: "bulk" },
+    }));
+    const made = await counting.scheduleMany(jobs);
+    assert.deepEqual(requests, Array(3).fill("POST /api/v1/jobs/bulk"));
+    assert.equal(made.length, 2500);
+    // The bulk answer is compact (no payload): the order shows in the due times.
+    assert.deepEqual(
+      made.map((j) => j.dueAt.getTime()),
+      jobs.map((j) => (j.dueAt as Date).getTime()),
+    );
+    assert.ok(made.every((j) => j.created && j.status === "pending"));
+    assert.equal(new Set(made.map((j) => j.id)).size, 2500);
 
-  requests.length = 0;
-  const listed = [];
-  for await (const j of counting.list({ metadata: { case: "bulk" }, limit: 300 })) listed.push(j.id);
-  assert.deepEqual(listed, made.map((j) => j.id)); // due order
-  assert.equal(requests.length, 9); // 8 full pages of 300 and one of 100
+    requests.length = 0;
+    const listed = [];
+    for await (const j of counting.list({ metadata: { case: "bulk" }, limit: 300 }))
+      listed.push(j.id);
+    assert.deepEqual(
+      listed,
+      made.map((j) => j.id),
+    ); // due order
+    assert.equal(requests.length, 9); // 8 full pages of 300 and one of 100
 
-  const page = await counting.listPage({ metadata: { case: "bulk" }, limit: 1000 });
-  assert.equal(page.results.length, 1000);
-  assert.ok(page.nextCursor);
+    const page = await counting.listPage({ metadata: { case: "bulk" }, limit: 1000 });
+    assert.equal(page.results.length, 1000);
+    assert.ok(page.nextCursor);
 
-  assert.equal(await counting.cancelMany({ ids: made.slice(0, 10).map((j) => j.id) }), 10);
-  assert.equal(await counting.cancelMany({ metadata: { case: "bulk" } }), 2490);
-  assert.equal(await counting.cancelMany({ metadata: { case: "bulk" } }), 0);
-});
+    assert.equal(await counting.cancelMany({ ids: made.slice(0, 10).map((j) => j.id) }), 10);
+    assert.equal(await counting.cancelMany({ metadata: { case: "bulk" } }), 2490);
+    assert.equal(await counting.cancelMany({ metadata: { case: "bulk" } }), 0);
+  },
+);
 
-test("typed errors", async () => {
+test("typed errors", { timeout: TEST_TIMEOUT_MS }, async () => {
   const stranger = new Client({ baseUrl: service.baseUrl, apiKey: "sl_nope", retry: FAST_RETRY });
   await assert.rejects(stranger.get(MISSING), (error: unknown) => {
     assert.ok(error instanceof AuthenticationError);
@@ -166,17 +189,28 @@ test("typed errors", async () => {
     client.schedule({ dueAt: later(), handler: "noop", colour: "red" } as JobInput),
     /unknown field "colour"/,
   );
-  await assert.rejects(client.schedule({ dueAt: new Date("nope"), handler: "noop" }), /dueAt is an invalid Date/);
+  await assert.rejects(
+    client.schedule({ dueAt: new Date("nope"), handler: "noop" }),
+    /dueAt is an invalid Date/,
+  );
 });
 
-test("a lost answer is retried without a duplicate", async () => {
+test("a lost answer is retried without a duplicate", { timeout: TEST_TIMEOUT_MS }, async () => {
   const proxy = await losingProxy(service.baseUrl);
   const bulkProxy = await losingProxy(service.baseUrl);
   try {
     const viaProxy = new Client({ baseUrl: proxy.url, apiKey: service.apiKey, retry: FAST_RETRY });
-    const job = await viaProxy.schedule({ dueAt: later(), handler: "noop", metadata: { case: "lost" } });
+    const job = await viaProxy.schedule({
+      dueAt: later(),
+      handler: "noop",
+      metadata: { case: "lost" },
+    });
     const made = await viaProxy.scheduleMany(
-      Array.from({ length: 3 }, () => ({ dueAt: later(), handler: "noop", metadata: { case: "lost" } })),
+      Array.from({ length: 3 }, () => ({
+        dueAt: later(),
+        handler: "noop",
+        metadata: { case: "lost" },
+      })),
     );
     assert.equal(proxy.posts(), 3); // the lost one, its retry, the bulk
     assert.equal(new Set(made.map((j) => j.id)).size, 3);
@@ -186,7 +220,11 @@ test("a lost answer is retried without a duplicate", async () => {
     // A lost bulk answer: the retry replays the chunk (created: false), nothing doubles.
     const again = new Client({ baseUrl: bulkProxy.url, apiKey: service.apiKey, retry: FAST_RETRY });
     const replayed = await again.scheduleMany(
-      Array.from({ length: 5 }, () => ({ dueAt: later(), handler: "noop", metadata: { case: "lost-bulk" } })),
+      Array.from({ length: 5 }, () => ({
+        dueAt: later(),
+        handler: "noop",
+        metadata: { case: "lost-bulk" },
+      })),
     );
     assert.ok(replayed.every((j) => j.created === false));
     assert.equal(bulkProxy.posts(), 2);
@@ -210,77 +248,116 @@ describe("verify, on webhooks the service delivers", () => {
   async function delivered(count: number): Promise<void> {
     const deadline = Date.now() + 90_000;
     while (hooks.received.length < count) {
-      if (Date.now() > deadline) throw new Error(`${hooks.received.length} of ${count} webhooks arrived`);
+      if (Date.now() > deadline)
+        throw new Error(`${hooks.received.length} of ${count} webhooks arrived`);
       await new Promise((done) => setTimeout(done, 200));
     }
   }
 
-  test("valid, forged body, stale or future timestamp, wrong secret", async () => {
-    const job = await client.schedule({
-      dueAt: new Date(),
-      callbackUrl: `${hooks.url}/hooks/reminder`,
-      payload: { booking: 42 },
-    });
-    await delivered(1);
-    const [hook] = hooks.received;
-    assert.ok(hook);
-    const event = verify(hook.body, hook.headers, service.signingSecret) as Record<string, unknown>;
-    assert.equal(event.id, job.id, JSON.stringify(event));
-    assert.equal(event.attempt, 1);
-    assert.deepEqual(event.payload, { booking: 42 });
-    // As a string and with fetch's Headers too.
-    verify(hook.body.toString(), new Headers(hook.headers as Record<string, string>), service.signingSecret);
+  test(
+    "valid, forged body, stale or future timestamp, wrong secret",
+    { timeout: TEST_TIMEOUT_MS },
+    async () => {
+      const job = await client.schedule({
+        dueAt: new Date(),
+        callbackUrl: `${hooks.url}/hooks/reminder`,
+        payload: { booking: 42 },
+      });
+      await delivered(1);
+      const [hook] = hooks.received;
+      assert.ok(hook);
+      const event = verify(hook.body, hook.headers, service.signingSecret) as Record<
+        string,
+        unknown
+      >;
+      assert.equal(event.id, job.id, JSON.stringify(event));
+      assert.equal(event.attempt, 1);
+      assert.deepEqual(event.payload, { booking: 42 });
+      // As a string and with fetch's Headers too.
+      verify(
+        hook.body.toString(),
+        new Headers(hook.headers as Record<string, string>),
+        service.signingSecret,
+      );
 
-    const forged = Buffer.from(hook.body.toString().replace("42", "43"));
-    assert.throws(() => verify(forged, hook.headers, service.signingSecret), InvalidSignatureError);
-    const sent = Number(hook.headers["webhook-timestamp"]) * 1000;
-    assert.throws(
-      () => verify(hook.body, hook.headers, service.signingSecret, { now: new Date(sent + 6 * 60_000) }),
-      /too old/,
-    );
-    assert.throws(
-      () => verify(hook.body, hook.headers, service.signingSecret, { now: new Date(sent - 6 * 60_000) }),
-      /in the future/,
-    );
-    const other = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
-    assert.throws(() => verify(hook.body, hook.headers, other), InvalidSignatureError);
-    assert.deepEqual(verify(hook.body, hook.headers, [other, service.signingSecret]), event);
-    const { "webhook-signature": _, ...unsigned } = hook.headers;
-    assert.throws(() => verify(hook.body, unsigned, service.signingSecret), /missing/);
-  });
+      const forged = Buffer.from(hook.body.toString().replace("42", "43"));
+      assert.throws(
+        () => verify(forged, hook.headers, service.signingSecret),
+        InvalidSignatureError,
+      );
+      const sent = Number(hook.headers["webhook-timestamp"]) * 1000;
+      assert.throws(
+        () =>
+          verify(hook.body, hook.headers, service.signingSecret, {
+            now: new Date(sent + 6 * 60_000),
+          }),
+        /too old/,
+      );
+      assert.throws(
+        () =>
+          verify(hook.body, hook.headers, service.signingSecret, {
+            now: new Date(sent - 6 * 60_000),
+          }),
+        /in the future/,
+      );
+      const other = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
+      assert.throws(() => verify(hook.body, hook.headers, other), InvalidSignatureError);
+      assert.deepEqual(verify(hook.body, hook.headers, [other, service.signingSecret]), event);
+      const { "webhook-signature": _, ...unsigned } = hook.headers;
+      assert.throws(() => verify(hook.body, unsigned, service.signingSecret), /missing/);
+    },
+  );
 
-  test("during a secret rotation either secret verifies", async () => {
-    const previous = service.signingSecret;
-    const printed = await service.shell(
-      "from scheduling.models import Team\n" +
-        "from scheduling.teams import team_rotate_signing_secret\n" +
-        `team = team_rotate_signing_secret(team=Team.objects.get(slug="${service.team}"), overlap_seconds=3600)\n` +
-        "print(team.signing_secret)",
-    );
-    const current = printed.trim().split("\n").at(-1) ?? "";
-    assert.match(current, /^whsec_/);
-    assert.notEqual(current, previous);
-    const seen = hooks.received.length;
-    await client.schedule({ dueAt: new Date(), callbackUrl: `${hooks.url}/hooks/r`, payload: { r: 1 } });
-    await delivered(seen + 1);
-    const hook = hooks.received[seen];
-    assert.ok(hook);
-    assert.equal(String(hook.headers["webhook-signature"]).split(" ").length, 2);
-    for (const secret of [previous, current, [current, previous]]) {
-      assert.deepEqual((verify(hook.body, hook.headers, secret) as { payload: unknown }).payload, { r: 1 });
-    }
-  });
+  test(
+    "during a secret rotation either secret verifies",
+    { timeout: TEST_TIMEOUT_MS },
+    async () => {
+      const previous = service.signingSecret;
+      const printed = await service.shell(
+        "from scheduling.models import Team\n" +
+          "from scheduling.teams import team_rotate_signing_secret\n" +
+          `team = team_rotate_signing_secret(team=Team.objects.get(slug="${service.team}"), overlap_seconds=3600)\n` +
+          "print(team.signing_secret)",
+      );
+      const current = printed.trim().split("\n").at(-1) ?? "";
+      assert.match(current, /^whsec_/);
+      assert.notEqual(current, previous);
+      const seen = hooks.received.length;
+      await client.schedule({
+        dueAt: new Date(),
+        callbackUrl: `${hooks.url}/hooks/r`,
+        payload: { r: 1 },
+      });
+      await delivered(seen + 1);
+      const hook = hooks.received[seen];
+      assert.ok(hook);
+      assert.equal(String(hook.headers["webhook-signature"]).split(" ").length, 2);
+      for (const secret of [previous, current, [current, previous]]) {
+        assert.deepEqual(
+          (verify(hook.body, hook.headers, secret) as { payload: unknown }).payload,
+          { r: 1 },
+        );
+      }
+    },
+  );
 });
 
-test("flow controls and schedules", async () => {
-  const keyed = await client.schedule({ dueAt: later(), handler: "noop", flowControlKey: "partner" });
+test("flow controls and schedules", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const keyed = await client.schedule({
+    dueAt: later(),
+    handler: "noop",
+    flowControlKey: "partner",
+  });
   assert.equal(keyed.flowControlKey, "partner");
   const listed = [];
   for await (const j of client.list({ flowControlKey: "partner" })) listed.push(j.id);
   assert.deepEqual(listed, [keyed.id]);
 
   const flow = await client.setFlowControl("partner", { rate: 100, parallelism: 10 });
-  assert.deepEqual([flow.rate, flow.periodSeconds, flow.parallelism, flow.paused], [100, 1, 10, false]);
+  assert.deepEqual(
+    [flow.rate, flow.periodSeconds, flow.parallelism, flow.paused],
+    [100, 1, 10, false],
+  );
   assert.ok(flow.createdAt instanceof Date);
   assert.equal((await client.pauseFlowControl("a key?#%")).paused, true); // escaped in the path
   assert.equal((await client.getFlowControl("a key?#%")).rate, null);
@@ -290,8 +367,9 @@ test("flow controls and schedules", async () => {
   assert.deepEqual(keys, ["a key?#%", "partner"]);
   await client.deleteFlowControl("a key?#%");
   await assert.rejects(client.getFlowControl("a key?#%"), NotFoundError);
-  await assert.rejects(client.setFlowControl("partner", { rate: 0 }), (error: unknown) =>
-    error instanceof ValidationError && "rate" in error.fields,
+  await assert.rejects(
+    client.setFlowControl("partner", { rate: 0 }),
+    (error: unknown) => error instanceof ValidationError && "rate" in error.fields,
   );
 
   const made = await client.createSchedule({

@@ -14,16 +14,33 @@ const run = promisify(execFile);
 test("the packed tarball installs into a fresh project, imports as ESM and type-checks", async () => {
   const dir = mkdtempSync(join(tmpdir(), "sendlater-ts-consumer-"));
   try {
-    const packed = await run("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", dir], { cwd: PACKAGE_ROOT });
-    const [info] = JSON.parse(packed.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
+    const packed = await run(
+      "npm",
+      ["pack", "--ignore-scripts", "--json", "--pack-destination", dir],
+      { cwd: PACKAGE_ROOT },
+    );
+    const [info] = JSON.parse(packed.stdout) as Array<{
+      filename: string;
+      files: Array<{ path: string }>;
+    }>;
     assert.ok(info);
     const files = info.files.map((f) => f.path);
-    assert.ok(files.includes("dist/index.js") && files.includes("dist/index.d.ts"), files.join(", "));
+    assert.ok(
+      files.includes("dist/index.js") && files.includes("dist/index.d.ts"),
+      files.join(", "),
+    );
     assert.ok(!files.some((f) => f.startsWith("src/") || f.startsWith("test/")), files.join(", "));
 
-    writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }));
+    writeFileSync(
+      join(dir, "package.json"),
+      JSON.stringify({ name: "consumer", private: true, type: "module" }),
+    );
     // No runtime dependencies: installing the tarball needs no registry.
-    await run("npm", ["install", "--offline", "--no-audit", "--no-fund", join(dir, info.filename)], { cwd: dir });
+    await run(
+      "npm",
+      ["install", "--offline", "--no-audit", "--no-fund", join(dir, info.filename)],
+      { cwd: dir },
+    );
     writeFileSync(
       join(dir, "main.ts"),
       [
@@ -34,18 +51,41 @@ test("the packed tarball installs into a fresh project, imports as ESM and type-
         "void pending.catch((e: unknown) => e instanceof ValidationError && e.fields);",
         "void verify;",
         // exactly one target: both is a type error
-        '// @ts-expect-error callbackUrl and handler together',
+        "// @ts-expect-error callbackUrl and handler together",
         'const both: JobInput = { dueAt: new Date(), handler: "noop", callbackUrl: "https://x.example" };',
         "void both;",
       ].join("\n"),
     );
     const tsc = join(PACKAGE_ROOT, "node_modules/typescript/bin/tsc");
-    await run(process.execPath, [tsc, "--noEmit", "--strict", "--module", "nodenext", "--moduleResolution", "nodenext", "--target", "es2022", "--types", "node", "--typeRoots", join(PACKAGE_ROOT, "node_modules/@types"), "main.ts"], { cwd: dir });
-    const imported = await run(process.execPath, [
-      "--input-type=module",
-      "-e",
-      'import * as m from "@sendlater/client"; console.log(Object.keys(m).sort().join(","));',
-    ], { cwd: dir });
+    await run(
+      process.execPath,
+      [
+        tsc,
+        "--noEmit",
+        "--strict",
+        "--module",
+        "nodenext",
+        "--moduleResolution",
+        "nodenext",
+        "--target",
+        "es2022",
+        "--types",
+        "node",
+        "--typeRoots",
+        join(PACKAGE_ROOT, "node_modules/@types"),
+        "main.ts",
+      ],
+      { cwd: dir },
+    );
+    const imported = await run(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        'import * as m from "@sendlater/client"; console.log(Object.keys(m).sort().join(","));',
+      ],
+      { cwd: dir },
+    );
     assert.match(imported.stdout, /Client,.*InvalidSignatureError,.*verify/);
   } finally {
     rmSync(dir, { recursive: true, force: true });

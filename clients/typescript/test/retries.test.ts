@@ -19,12 +19,19 @@ const FAST_RETRY = { attempts: 3, backoffSeconds: 0.01, maxBackoffSeconds: 0.05 
 const ID = "3f2b8c1e-5a3d-4c6e-9f10-2b7a9e4d1c05";
 
 test("429 is retried, then RateLimitedError carries Retry-After", async () => {
-  const server = await alwaysAnswering(429, { "Retry-After": "0" }, { error: { code: "throttled", message: "slow down" } });
+  const server = await alwaysAnswering(
+    429,
+    { "Retry-After": "0" },
+    { error: { code: "throttled", message: "slow down" } },
+  );
   try {
     const client = new Client({ baseUrl: server.url, apiKey: "k", retry: FAST_RETRY });
     await assert.rejects(client.get(ID), (error: unknown) => {
       assert.ok(error instanceof RateLimitedError);
-      assert.deepEqual([error.status, error.code, error.message, error.retryAfter], [429, "throttled", "slow down", 0]);
+      assert.deepEqual(
+        [error.status, error.code, error.message, error.retryAfter],
+        [429, "throttled", "slow down", 0],
+      );
       return true;
     });
     assert.equal(server.hits(), 3);
@@ -34,9 +41,17 @@ test("429 is retried, then RateLimitedError carries Retry-After", async () => {
 });
 
 test("503 is retried, then UnavailableError; Retry-After is waited for, capped", async () => {
-  const server = await alwaysAnswering(503, { "Retry-After": "0.2" }, { error: { code: "unavailable", message: "db gone" } });
+  const server = await alwaysAnswering(
+    503,
+    { "Retry-After": "0.2" },
+    { error: { code: "unavailable", message: "db gone" } },
+  );
   try {
-    const client = new Client({ baseUrl: server.url, apiKey: "k", retry: { attempts: 2, maxBackoffSeconds: 5 } });
+    const client = new Client({
+      baseUrl: server.url,
+      apiKey: "k",
+      retry: { attempts: 2, maxBackoffSeconds: 5 },
+    });
     const started = performance.now();
     await assert.rejects(client.cancel(ID), UnavailableError);
     assert.ok(performance.now() - started >= 190, "waited Retry-After before the second try");
@@ -51,12 +66,15 @@ test("400 is not retried and names the fields", async () => {
   const server = await alwaysAnswering(400, {}, body);
   try {
     const client = new Client({ baseUrl: server.url, apiKey: "k", retry: FAST_RETRY });
-    await assert.rejects(client.schedule({ dueAt: new Date(), handler: "noop" }), (error: unknown) => {
-      assert.ok(error instanceof ValidationError);
-      assert.deepEqual(error.fields, { due_at: ["bad"] });
-      assert.deepEqual(error.body, body);
-      return true;
-    });
+    await assert.rejects(
+      client.schedule({ dueAt: new Date(), handler: "noop" }),
+      (error: unknown) => {
+        assert.ok(error instanceof ValidationError);
+        assert.deepEqual(error.fields, { due_at: ["bad"] });
+        assert.deepEqual(error.body, body);
+        return true;
+      },
+    );
     assert.equal(server.hits(), 1);
   } finally {
     await close(server.server);
@@ -80,7 +98,11 @@ test("an answer that is not JSON is an error, not a crash", async () => {
 
 test("no answer: retried, then TransportError", async () => {
   const port = await freePort(); // nothing listens there
-  const client = new Client({ baseUrl: `http://127.0.0.1:${port}`, apiKey: "k", retry: FAST_RETRY });
+  const client = new Client({
+    baseUrl: `http://127.0.0.1:${port}`,
+    apiKey: "k",
+    retry: FAST_RETRY,
+  });
   await assert.rejects(client.get(ID), (error: unknown) => {
     assert.ok(error instanceof TransportError && error instanceof SendlaterError);
     assert.equal(error.status, 0);
@@ -95,7 +117,12 @@ test("a timeout is a TransportError", async () => {
   await new Promise<void>((done) => silent.listen(0, "127.0.0.1", done));
   const port = (silent.address() as { port: number }).port;
   try {
-    const client = new Client({ baseUrl: `http://127.0.0.1:${port}`, apiKey: "k", timeoutSeconds: 0.2, retry: { attempts: 1 } });
+    const client = new Client({
+      baseUrl: `http://127.0.0.1:${port}`,
+      apiKey: "k",
+      timeoutSeconds: 0.2,
+      retry: { attempts: 1 },
+    });
     await assert.rejects(client.get(ID), /timed out/);
   } finally {
     silent.closeAllConnections();
@@ -104,13 +131,19 @@ test("a timeout is a TransportError", async () => {
 });
 
 test("bad options and inputs are refused before any request", async () => {
-  assert.throws(() => new Client({ baseUrl: "localhost:8000", apiKey: "k" }), /baseUrl must be an http\(s\) URL/);
+  assert.throws(
+    () => new Client({ baseUrl: "localhost:8000", apiKey: "k" }),
+    /baseUrl must be an http\(s\) URL/,
+  );
   assert.throws(() => new Client({ baseUrl: "http://x", apiKey: "" }), /apiKey/);
   assert.throws(() => new RetryPolicy({ attempts: 0 }), /attempts/);
   const client = new Client({ baseUrl: "http://x", apiKey: "k" });
   await assert.rejects(client.cancelMany({}), /needs ids, metadata or both/);
   assert.throws(() => client.list({ state: "pending" } as never), /unknown filter "state"/);
-  await assert.rejects(client.setFlowControl("k", { rate: 1, burst: 2 } as never), /unknown field "burst"/);
+  await assert.rejects(
+    client.setFlowControl("k", { rate: 1, burst: 2 } as never),
+    /unknown field "burst"/,
+  );
   await assert.rejects(
     client.scheduleMany([{ dueAt: new Date(), handler: "noop" }, { handler: "noop" } as never]),
     /jobs\[1\]: dueAt is required/,

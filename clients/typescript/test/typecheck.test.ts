@@ -24,7 +24,14 @@ async function compileWith(edit: (types: string) => string): Promise<string> {
     assert.notEqual(edited, types, "the edit changed nothing");
     writeFileSync(join(dir, GENERATED), edited);
     const tsc = join(PACKAGE_ROOT, "node_modules/typescript/bin/tsc");
-    const args = [tsc, "-p", "tsconfig.json", "--noEmit", "--typeRoots", join(PACKAGE_ROOT, "node_modules/@types")];
+    const args = [
+      tsc,
+      "-p",
+      "tsconfig.json",
+      "--noEmit",
+      "--typeRoots",
+      join(PACKAGE_ROOT, "node_modules/@types"),
+    ];
     try {
       await run(process.execPath, args, { cwd: dir });
       return "";
@@ -41,7 +48,9 @@ test("the sources compile against the committed types", async () => {
 });
 
 test("a field the API adds to Job fails the build, named", async () => {
-  const out = await compileWith((t) => t.replace(/(        Job: \{\n)/, "$1            retention_days: number;\n"));
+  const out = await compileWith((t) =>
+    t.replace(/(        Job: \{\n)/, "$1            retention_days: number;\n"),
+  );
   assert.match(out, /onlyInSchema: "retentionDays"/);
 });
 
@@ -53,7 +62,9 @@ test("a request field the API adds fails the build, named", async () => {
 });
 
 test("a field the API drops or makes nullable fails the build", async () => {
-  const dropped = await compileWith((t) => t.replace(/(        FlowControl: \{[^}]*?)\n\s+in_flight: number;/, "$1"));
+  const dropped = await compileWith((t) =>
+    t.replace(/(        FlowControl: \{[^}]*?)\n\s+in_flight: number;/, "$1"),
+  );
   assert.match(dropped, /in_flight|inFlight/);
   const nullable = await compileWith((t) =>
     t.replace(/(        Job: \{[\s\S]*?)created_at: string;/, "$1created_at: string | null;"),

@@ -14,9 +14,14 @@ const NOW = new Date("2027-03-01T09:00:00Z");
 function signed(body: string, secrets: Buffer[], at = NOW) {
   const timestamp = String(Math.floor(at.getTime() / 1000));
   const signatures = secrets.map(
-    (key) => `v1,${createHmac("sha256", key).update(`msg_1.${timestamp}.${body}`).digest("base64")}`,
+    (key) =>
+      `v1,${createHmac("sha256", key).update(`msg_1.${timestamp}.${body}`).digest("base64")}`,
   );
-  return { "webhook-id": "msg_1", "webhook-timestamp": timestamp, "webhook-signature": signatures.join(" ") };
+  return {
+    "webhook-id": "msg_1",
+    "webhook-timestamp": timestamp,
+    "webhook-signature": signatures.join(" "),
+  };
 }
 
 test("a valid message gives its JSON body, headers in any case", () => {
@@ -25,7 +30,14 @@ test("a valid message gives its JSON body, headers in any case", () => {
   assert.deepEqual(verify(body, headers, SECRET, { now: NOW }), { id: "j1", payload: { n: 1 } });
   const upper = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toUpperCase(), v]));
   assert.ok(verify(Buffer.from(body), upper, SECRET, { now: NOW }));
-  assert.ok(verify(new Uint8Array(Buffer.from(body)), { ...headers, "webhook-id": [headers["webhook-id"]] }, SECRET, { now: NOW }));
+  assert.ok(
+    verify(
+      new Uint8Array(Buffer.from(body)),
+      { ...headers, "webhook-id": [headers["webhook-id"]] },
+      SECRET,
+      { now: NOW },
+    ),
+  );
 });
 
 test("rotation: several signatures, several secrets", () => {
@@ -34,15 +46,27 @@ test("rotation: several signatures, several secrets", () => {
   assert.ok(verify(body, both, SECRET, { now: NOW }));
   assert.ok(verify(body, both, OTHER, { now: NOW }));
   assert.ok(verify(body, signed(body, [KEY]), [OTHER, SECRET], { now: NOW }));
-  assert.throws(() => verify(body, signed(body, [KEY]), [OTHER], { now: NOW }), InvalidSignatureError);
+  assert.throws(
+    () => verify(body, signed(body, [KEY]), [OTHER], { now: NOW }),
+    InvalidSignatureError,
+  );
 });
 
 test("forged body, forged id, unknown version, stale and future timestamps are refused", () => {
   const body = '{"id":"j3","amount":1}';
   const headers = signed(body, [KEY]);
-  assert.throws(() => verify(body.replace("1", "9"), headers, SECRET, { now: NOW }), /no matching signature/);
-  assert.throws(() => verify(body, { ...headers, "webhook-id": "msg_2" }, SECRET, { now: NOW }), /no matching/);
-  const v2 = { ...headers, "webhook-signature": headers["webhook-signature"].replace("v1,", "v2,") };
+  assert.throws(
+    () => verify(body.replace("1", "9"), headers, SECRET, { now: NOW }),
+    /no matching signature/,
+  );
+  assert.throws(
+    () => verify(body, { ...headers, "webhook-id": "msg_2" }, SECRET, { now: NOW }),
+    /no matching/,
+  );
+  const v2 = {
+    ...headers,
+    "webhook-signature": headers["webhook-signature"].replace("v1,", "v2,"),
+  };
   assert.throws(() => verify(body, v2, SECRET, { now: NOW }), /no matching/);
   const later = new Date(NOW.getTime() + 301_000);
   assert.throws(() => verify(body, headers, SECRET, { now: later }), /too old/);
@@ -56,9 +80,18 @@ test("forged body, forged id, unknown version, stale and future timestamps are r
 test("missing or malformed headers and secrets are refused", () => {
   const body = "{}";
   const headers = signed(body, [KEY]);
-  assert.throws(() => verify(body, { ...headers, "webhook-signature": "" }, SECRET, { now: NOW }), /missing/);
-  assert.throws(() => verify(body, { ...headers, "webhook-timestamp": "soon" }, SECRET, { now: NOW }), /not a number/);
+  assert.throws(
+    () => verify(body, { ...headers, "webhook-signature": "" }, SECRET, { now: NOW }),
+    /missing/,
+  );
+  assert.throws(
+    () => verify(body, { ...headers, "webhook-timestamp": "soon" }, SECRET, { now: NOW }),
+    /not a number/,
+  );
   assert.throws(() => verify(body, headers, [], { now: NOW }), /no signing secret/);
   assert.throws(() => verify(body, headers, "", { now: NOW }), /non-empty/);
-  assert.throws(() => verify("not json", signed("not json", [KEY]), SECRET, { now: NOW }), /not JSON/);
+  assert.throws(
+    () => verify("not json", signed("not json", [KEY]), SECRET, { now: NOW }),
+    /not JSON/,
+  );
 });

@@ -1,6 +1,11 @@
 // Small HTTP servers for the tests: a webhook receiver, a proxy that loses an answer, a
 // server that always answers the same error.
-import { type IncomingHttpHeaders, type IncomingMessage, type Server, createServer } from "node:http";
+import {
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  createServer,
+} from "node:http";
 import type { AddressInfo } from "node:net";
 
 export interface Received {
@@ -38,7 +43,9 @@ export async function receiver(): Promise<{ url: string; received: Received[]; s
  * Forwards every request to `target`; the answer to the first POST is read from the
  * server and then lost: the client's connection is dropped instead.
  */
-export async function losingProxy(target: string): Promise<{ url: string; posts: () => number; server: Server }> {
+export async function losingProxy(
+  target: string,
+): Promise<{ url: string; posts: () => number; server: Server }> {
   let posts = 0;
   const server = createServer(async (request, response) => {
     const body = await bodyOf(request);
@@ -58,7 +65,9 @@ export async function losingProxy(target: string): Promise<{ url: string; posts:
       request.socket.destroy(); // the server did the work; its answer never arrives
       return;
     }
-    response.writeHead(upstream.status, { "content-type": upstream.headers.get("content-type") ?? "" });
+    response.writeHead(upstream.status, {
+      "content-type": upstream.headers.get("content-type") ?? "",
+    });
     response.end(answer);
   });
   return { url: await listen(server), posts: () => posts, server };

@@ -59,7 +59,10 @@ async function scratchDatabase(): Promise<{ url: string; drop: () => Promise<voi
     await sql(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await sql(`CREATE DATABASE ${name}`);
     url.pathname = `/${name}`;
-    return { url: url.toString(), drop: async () => void (await sql(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)) };
+    return {
+      url: url.toString(),
+      drop: async () => void (await sql(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)),
+    };
   }
   const dir = mkdtempSync(join(tmpdir(), "sendlater-ts-"));
   return {
