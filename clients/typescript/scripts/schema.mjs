@@ -5,10 +5,11 @@
 //
 // Without URL the schema comes from `manage.py spectacular` of this checkout (the Python
 // of ../../.venv, or SENDLATER_PYTHON). The snapshot keeps what types are made of
-// (paths, parameters, bodies, fields, required, nullability, enums) and drops what
-// moves with the day or the deployment: descriptions and examples, patterns (the
-// due_at pattern names the horizon's last date), the registered handler names and the
-// time zones of the machine's tz database.
+// (paths, parameters, bodies, fields, required, nullability, formats, enums) and drops
+// what types cannot hold or what moves with the day or the deployment: descriptions and
+// examples, patterns (the due_at pattern names the horizon's last date) and bounds (the
+// horizon, in expires_after_seconds' maximum, is a setting), the registered handler names
+// and the time zones of the machine's tz database.
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -22,7 +23,11 @@ export const REPO_ROOT = resolve(PACKAGE_ROOT, "../..");
 export const SNAPSHOT = join(PACKAGE_ROOT, "openapi.json");
 export const GENERATED = join(PACKAGE_ROOT, "src/generated/openapi.ts");
 
-const DROPPED_KEYS = new Set(["description", "summary", "examples", "example", "pattern", "links"]);
+const DROPPED_KEYS = new Set([
+  ...["description", "summary", "examples", "example", "links"],
+  ...["pattern", "minimum", "maximum", "minLength", "maxLength"],
+  ...["minItems", "maxItems", "minProperties", "maxProperties"],
+]);
 // Names a deployment chooses (SENDLATER_HANDLER_MODULES) or its tz database holds.
 const DEPLOYMENT_ENUMS = new Set(["handler", "timezone"]);
 

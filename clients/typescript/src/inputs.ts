@@ -4,7 +4,7 @@
 // JavaScript) is refused before any request.
 import { randomUUID } from "node:crypto";
 
-import type { Wire } from "./call.js";
+import type { Query, Wire } from "./call.js";
 import type { Json, MissedPolicy } from "./models.js";
 import type { Assert, CamelKeys, SameNames } from "./schemacheck.js";
 
@@ -113,6 +113,16 @@ const FLOW_CONTROL_FIELDS = {
   parallelism: "parallelism",
 } as const satisfies FieldMap<FlowControlLimits>;
 
+const JOB_FILTERS = {
+  status: "status",
+  dueAfter: "due_after",
+  dueBefore: "due_before",
+  metadata: "metadata",
+  flowControlKey: "flow_control_key",
+  scheduleId: "schedule_id",
+  limit: "limit",
+} as const satisfies FieldMap<JobFilters>;
+
 const INSTANT_FIELDS = new Set(["dueAt", "startAt", "endAt", "dueAfter", "dueBefore"]);
 
 type ValuesOf<T> = T[keyof T];
@@ -128,11 +138,9 @@ export type _ScheduleInputFields = Assert<
 export type _FlowControlInputFields = Assert<
   SameNames<ValuesOf<typeof FLOW_CONTROL_FIELDS>, keyof Wire["FlowControlLimitsRequest"]>
 >;
+type JobQuery = Query<"get", "/api/v1/jobs">;
 export type _JobFilterFields = Assert<
-  SameNames<
-    keyof JobFilters,
-    Exclude<CamelKeys<NonNullable<import("./call.js").Query<"get", "/api/v1/jobs">>>, "cursor">
-  >
+  SameNames<ValuesOf<typeof JOB_FILTERS>, Exclude<keyof JobQuery, "cursor">>
 >;
 
 /** An instant on the wire: a Date as ISO 8601 UTC, a string as given (the API checks it). */
@@ -191,4 +199,17 @@ export function flowControlLimitsToWire(
   limits: FlowControlLimits,
 ): Wire["FlowControlLimitsRequest"] {
   return renamed(limits, FLOW_CONTROL_FIELDS, "limits") as Wire["FlowControlLimitsRequest"];
+}
+
+/** The list's query: filters renamed, instants formatted, metadata as `key=value` pairs. */
+export function jobFiltersToWire(filters: JobFilters): JobQuery {
+  const query = renamed(filters, JOB_FILTERS, "filters");
+  const metadata = query.metadata as Record<string, string> | undefined;
+  if (metadata !== undefined) {
+    if (typeof metadata !== "object" || metadata === null) {
+      throw new TypeError("filters: metadata must be an object of labels");
+    }
+    query.metadata = Object.entries(metadata).map(([key, value]) => `${key}=${value}`);
+  }
+  return query as JobQuery;
 }

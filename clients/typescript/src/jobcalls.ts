@@ -6,6 +6,7 @@ import {
   type JobInput,
   type Payload,
   instant,
+  jobFiltersToWire,
   jobToWire,
 } from "./inputs.js";
 import {
@@ -57,31 +58,8 @@ export function get(id: string): Call<Job> {
 }
 
 export function listPage(filters: JobFilters = {}, cursor?: string | null): Call<Page<Job>> {
-  const known = new Set([
-    "status",
-    "dueAfter",
-    "dueBefore",
-    "metadata",
-    "flowControlKey",
-    "scheduleId",
-    "limit",
-  ]);
-  for (const name of Object.keys(filters)) {
-    if (!known.has(name))
-      throw new TypeError(`filters: unknown filter "${name}" (known: ${[...known].join(", ")})`);
-  }
   return call("get", "/api/v1/jobs", {
-    query: {
-      status: filters.status,
-      due_after: filters.dueAfter === undefined ? undefined : instant(filters.dueAfter, "dueAfter"),
-      due_before:
-        filters.dueBefore === undefined ? undefined : instant(filters.dueBefore, "dueBefore"),
-      metadata: Object.entries(filters.metadata ?? {}).map(([key, value]) => `${key}=${value}`),
-      flow_control_key: filters.flowControlKey,
-      schedule_id: filters.scheduleId,
-      limit: filters.limit,
-      cursor: cursor ?? undefined,
-    },
+    query: { ...jobFiltersToWire(filters), cursor: cursor ?? undefined },
     parse: (data) => ({ results: data.results.map(jobFromWire), nextCursor: data.next_cursor }),
   });
 }

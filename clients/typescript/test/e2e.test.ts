@@ -140,6 +140,23 @@ test(
     ); // due order
     assert.equal(requests.length, 9); // 8 full pages of 300 and one of 100
 
+    const window = [];
+    const [after, before] = [
+      new Date(base.getTime() + 100_000),
+      new Date(base.getTime() + 200_000),
+    ];
+    for await (const j of counting.list({
+      dueAfter: after,
+      dueBefore: before,
+      status: "pending",
+    })) {
+      window.push(j.id);
+    }
+    assert.deepEqual(
+      window,
+      made.slice(100, 200).map((j) => j.id),
+    ); // due_at in [after, before)
+
     const page = await counting.listPage({ metadata: { case: "bulk" }, limit: 1000 });
     assert.equal(page.results.length, 1000);
     assert.ok(page.nextCursor);

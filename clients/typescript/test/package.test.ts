@@ -1,13 +1,44 @@
 // `npm pack` makes a tarball that a fresh ESM project installs, imports and type-checks.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
 
-import { PACKAGE_ROOT } from "./support/service.js";
+import { PACKAGE_ROOT, REPO_ROOT } from "./support/service.js";
+
+// The TypeScript examples of the docs, compiled against the packed package (all but the
+// Express one, whose types are not here). Names the examples take as given are declared.
+const DOCS = ["docs/clients.md", "README.md", "clients/typescript/README.md"];
+const GIVEN: Record<string, string> = {
+  client: 'declare const client: import("@sendlater/client").Client;',
+  due: "declare const due: Date;",
+  rawBody: "declare const rawBody: Buffer;",
+  headers: "declare const headers: Record<string, string>;",
+  req: "declare const req: { headers: Record<string, string> };",
+};
+
+/** Runs tsc; its complaints (on stdout) become the failure's message. */
+async function typecheck(tsc: () => Promise<unknown>): Promise<void> {
+  try {
+    await tsc();
+  } catch (error) {
+    throw new Error(`tsc: ${String((error as { stdout?: string }).stdout)}`);
+  }
+}
+
+function docExamples(): string[] {
+  const examples: string[] = [];
+  for (const doc of DOCS) {
+    const text = readFileSync(join(REPO_ROOT, doc), "utf8");
+    for (const [, code] of text.matchAll(/```ts\n([\s\S]*?)```/g)) {
+      if (code && !code.includes('from "express"')) examples.push(code);
+    }
+  }
+  return examples;
+}
 
 const run = promisify(execFile);
 
@@ -56,26 +87,40 @@ test("the packed tarball installs into a fresh project, imports as ESM and type-
         "void both;",
       ].join("\n"),
     );
+    const examples = docExamples();
+    assert.ok(examples.length >= 5, `${examples.length} TypeScript examples in the docs`);
+    const exampleFiles = examples.map((code, i) => {
+      const given = Object.entries(GIVEN)
+        .filter(([name]) => new RegExp(`\\b${name}\\b`).test(code))
+        .filter(([name]) => !new RegExp(`const ${name}\\b`).test(code))
+        .map(([, declaration]) => declaration);
+      const file = `example${i}.ts`;
+      writeFileSync(join(dir, file), [...given, code, "export {};"].join("\n"));
+      return file;
+    });
     const tsc = join(PACKAGE_ROOT, "node_modules/typescript/bin/tsc");
-    await run(
-      process.execPath,
-      [
-        tsc,
-        "--noEmit",
-        "--strict",
-        "--module",
-        "nodenext",
-        "--moduleResolution",
-        "nodenext",
-        "--target",
-        "es2022",
-        "--types",
-        "node",
-        "--typeRoots",
-        join(PACKAGE_ROOT, "node_modules/@types"),
-        "main.ts",
-      ],
-      { cwd: dir },
+    await typecheck(() =>
+      run(
+        process.execPath,
+        [
+          tsc,
+          "--noEmit",
+          "--strict",
+          "--module",
+          "nodenext",
+          "--moduleResolution",
+          "nodenext",
+          "--target",
+          "es2022",
+          "--types",
+          "node",
+          "--typeRoots",
+          join(PACKAGE_ROOT, "node_modules/@types"),
+          "main.ts",
+          ...exampleFiles,
+        ],
+        { cwd: dir },
+      ),
     );
     const imported = await run(
       process.execPath,

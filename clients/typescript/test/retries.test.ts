@@ -139,7 +139,7 @@ test("bad options and inputs are refused before any request", async () => {
   assert.throws(() => new RetryPolicy({ attempts: 0 }), /attempts/);
   const client = new Client({ baseUrl: "http://x", apiKey: "k" });
   await assert.rejects(client.cancelMany({}), /needs ids, metadata or both/);
-  assert.throws(() => client.list({ state: "pending" } as never), /unknown filter "state"/);
+  assert.throws(() => client.list({ state: "pending" } as never), /unknown field "state"/);
   await assert.rejects(
     client.setFlowControl("k", { rate: 1, burst: 2 } as never),
     /unknown field "burst"/,
