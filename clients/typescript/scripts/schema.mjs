@@ -73,9 +73,17 @@ export async function fetchSchema(url) {
   if (url) {
     const target = new URL(url);
     target.searchParams.set("format", "json");
-    const response = await fetch(target);
-    if (!response.ok) throw new Error(`GET ${target} answered ${response.status}`);
-    return response.json();
+    // A kept-alive connection the server closes as it is reused fails a try: try again.
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        const response = await fetch(target);
+        if (!response.ok) throw new Error(`GET ${target} answered ${response.status}`);
+        return await response.json();
+      } catch (error) {
+        if (attempt === 3) throw error;
+        await new Promise((done) => setTimeout(done, 500));
+      }
+    }
   }
   const python = process.env.SENDLATER_PYTHON || join(REPO_ROOT, ".venv/bin/python");
   const out = execFileSync(

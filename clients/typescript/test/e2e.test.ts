@@ -16,7 +16,7 @@ import {
   verify,
 } from "@sendlater/client";
 
-import { close, losingProxy, receiver } from "./support/http.js";
+import { type Received, close, losingProxy, receiver } from "./support/http.js";
 import { PACKAGE_ROOT, type Service, startService } from "./support/service.js";
 
 const FAST_RETRY = { attempts: 4, backoffSeconds: 0.01, maxBackoffSeconds: 0.05 };
@@ -102,13 +102,17 @@ test(
   "2,500 jobs go in chunks of 1,000, in order, and list back over pages",
   { timeout: TEST_TIMEOUT_MS },
   async () => {
-    const requests: string[] = [];
+    // Distinct requests (a retry repeats its request exactly): what the client asked for.
+    const requests = new Map<string, { path: string; jobs?: number }>();
     const counting = new Client({
       baseUrl: service.baseUrl,
       apiKey: service.apiKey,
       timeoutSeconds: 60,
       fetch: (input, init) => {
-        requests.push(`${init?.method} ${new URL(String(input)).pathname}`);
+        const url = new URL(String(input));
+        const body = typeof init?.body === "string" ? init.body : "";
+        const jobs = body ? (JSON.parse(body) as { jobs?: unknown[] }).jobs?.length : undefined;
+        requests.set(`${init?.method} ${url}\n${body}`, { path: url.pathname, jobs });
         return fetch(input, init);
       },
     });
@@ -120,7 +124,10 @@ test(
       metadata: { case: "bulk" },
     }));
     const made = await counting.scheduleMany(jobs);
-    assert.deepEqual(requests, Array(3).fill("POST /api/v1/jobs/bulk"));
+    assert.deepEqual(
+      [...requests.values()],
+      [1000, 1000, 500].map((jobs) => ({ path: "/api/v1/jobs/bulk", jobs })),
+    );
     assert.equal(made.length, 2500);
     // The bulk answer is compact (no payload): the order shows in the due times.
     assert.deepEqual(
@@ -130,7 +137,7 @@ test(
     assert.ok(made.every((j) => j.created && j.status === "pending"));
     assert.equal(new Set(made.map((j) => j.id)).size, 2500);
 
-    requests.length = 0;
+    requests.clear();
     const listed = [];
     for await (const j of counting.list({ metadata: { case: "bulk" }, limit: 300 }))
       listed.push(j.id);
@@ -138,7 +145,7 @@ test(
       listed,
       made.map((j) => j.id),
     ); // due order
-    assert.equal(requests.length, 9); // 8 full pages of 300 and one of 100
+    assert.equal(requests.size, 9); // 8 full pages of 300 and one of 100
 
     const window = [];
     const [after, before] = [
@@ -262,11 +269,13 @@ describe("verify, on webhooks the service delivers", () => {
     await close(hooks.server);
   });
 
-  async function delivered(count: number): Promise<void> {
+  /** The first webhook the service delivered for job `id` (the poller sends it when due). */
+  async function deliveryOf(id: string): Promise<Received> {
     const deadline = Date.now() + 90_000;
-    while (hooks.received.length < count) {
-      if (Date.now() > deadline)
-        throw new Error(`${hooks.received.length} of ${count} webhooks arrived`);
+    for (;;) {
+      const hook = hooks.received.find((h) => h.body.includes(`"id":"${id}"`));
+      if (hook) return hook;
+      if (Date.now() > deadline) throw new Error(`no webhook for job ${id} in 90 s`);
       await new Promise((done) => setTimeout(done, 200));
     }
   }
@@ -280,9 +289,7 @@ describe("verify, on webhooks the service delivers", () => {
         callbackUrl: `${hooks.url}/hooks/reminder`,
         payload: { booking: 42 },
       });
-      await delivered(1);
-      const [hook] = hooks.received;
-      assert.ok(hook);
+      const hook = await deliveryOf(job.id);
       const event = verify(hook.body, hook.headers, service.signingSecret) as Record<
         string,
         unknown
@@ -325,6 +332,24 @@ describe("verify, on webhooks the service delivers", () => {
     },
   );
 
+  test("a dead job's attempts, and requeue", { timeout: TEST_TIMEOUT_MS }, async () => {
+    const job = await client.schedule({ dueAt: new Date(), callbackUrl: `${hooks.url}/gone/1` });
+    await deliveryOf(job.id);
+    let dead = await client.get(job.id);
+    for (let i = 0; dead.status !== "dead" && i < 100; i++) {
+      await new Promise((done) => setTimeout(done, 100)); // the outcome is written just after
+      dead = await client.get(job.id);
+    }
+    assert.equal(dead.status, "dead");
+    const [attempt, ...more] = await client.attempts(job.id);
+    assert.deepEqual(more, []);
+    assert.ok(attempt);
+    assert.deepEqual([attempt.attempt, attempt.result, attempt.statusCode], [1, "dead", 410]);
+    assert.ok(attempt.startedAt instanceof Date && attempt.startedAt <= new Date());
+    const requeued = await client.requeue(job.id);
+    assert.deepEqual([requeued.id, requeued.status], [job.id, "pending"]);
+  });
+
   test(
     "during a secret rotation either secret verifies",
     { timeout: TEST_TIMEOUT_MS },
@@ -339,15 +364,12 @@ describe("verify, on webhooks the service delivers", () => {
       const current = printed.trim().split("\n").at(-1) ?? "";
       assert.match(current, /^whsec_/);
       assert.notEqual(current, previous);
-      const seen = hooks.received.length;
-      await client.schedule({
+      const job = await client.schedule({
         dueAt: new Date(),
         callbackUrl: `${hooks.url}/hooks/r`,
         payload: { r: 1 },
       });
-      await delivered(seen + 1);
-      const hook = hooks.received[seen];
-      assert.ok(hook);
+      const hook = await deliveryOf(job.id);
       assert.equal(String(hook.headers["webhook-signature"]).split(" ").length, 2);
       for (const secret of [previous, current, [current, previous]]) {
         assert.deepEqual(

@@ -29,12 +29,12 @@ export async function close(server: Server): Promise<void> {
   await new Promise((done) => server.close(done));
 }
 
-/** Records every webhook and answers 204. */
+/** Records every webhook and answers 204 (410 Gone under /gone/, which ends the job). */
 export async function receiver(): Promise<{ url: string; received: Received[]; server: Server }> {
   const received: Received[] = [];
   const server = createServer(async (request, response) => {
     received.push({ body: await bodyOf(request), headers: request.headers });
-    response.writeHead(204).end();
+    response.writeHead(request.url?.startsWith("/gone/") ? 410 : 204).end();
   });
   return { url: await listen(server), received, server };
 }
@@ -55,12 +55,19 @@ export async function losingProxy(
         headers.set(name, value);
       }
     }
-    const upstream = await fetch(target + (request.url ?? "/"), {
-      method: request.method,
-      headers,
-      body: body.length ? body : undefined,
-    });
-    const answer = Buffer.from(await upstream.arrayBuffer());
+    let upstream: Response;
+    let answer: Buffer;
+    try {
+      upstream = await fetch(target + (request.url ?? "/"), {
+        method: request.method,
+        headers,
+        body: body.length ? body : undefined,
+      });
+      answer = Buffer.from(await upstream.arrayBuffer());
+    } catch {
+      request.socket.destroy(); // no answer from the server: none for the client either
+      return;
+    }
     if (request.method === "POST" && ++posts === 1) {
       request.socket.destroy(); // the server did the work; its answer never arrives
       return;
