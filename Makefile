@@ -13,7 +13,7 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/
 	    command -v $$p; break; fi; done)
 
 .PHONY: venv run serve test faults faults-failover ha-up ha-down pgbouncer-up pgbouncer-down \
-	test-pgbouncer lint format migrate admin api-key clean
+	test-pgbouncer test-ts lint format migrate admin api-key clean
 
 $(BIN)/.installed: requirements.txt clients/python/pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "error: Python 3.12 or newer is required (Django 6.1); none found on PATH" >&2; exit 1; fi
@@ -115,6 +115,15 @@ test-pgbouncer: venv
 	@url=$$(scripts/pgbouncer.sh up | tail -n1); \
 	DATABASE_URL="$${url%/*}/$(PGB_TEST_DB)" SENDLATER_PGBOUNCER=1 $(BIN)/pytest \
 	  tests/api tests/integration tests/faults -m "not faults_full" --reuse-db $(PYTEST_ARGS)
+
+# The TypeScript client (clients/typescript, docs/clients.md): npm ci, build, then node's
+# test runner against the service it starts (runservice from .venv) on a scratch database:
+# "<name>_tsclient" beside DATABASE_URL's on PostgreSQL, a temporary file on SQLite.
+# Needs Node 20+ and npm.
+test-ts: export SECRET_KEY ?= test-only-not-a-secret
+test-ts: venv
+	@command -v npm >/dev/null || { echo "error: make test-ts needs Node 20+ and npm" >&2; exit 1; }
+	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm test
 
 lint: venv
 	$(BIN)/ruff check .
