@@ -75,8 +75,9 @@ install() {
   if [ -n "$uv" ]; then
     local args=()
     for g in "${groups[@]}"; do args+=(--group "$g"); done
-    # --inexact: what is there stays (uv itself, a group installed before).
-    UV_PROJECT_ENVIRONMENT="$VENV" "$uv" sync --locked --inexact --no-default-groups \
+    # --inexact: what is there stays (uv itself, a group installed before). Compiled as pip
+    # does: every process of the service (and of the tests) imports faster from .pyc.
+    UV_PROJECT_ENVIRONMENT="$VENV" "$uv" sync --locked --inexact --no-default-groups --compile-bytecode \
       "${args[@]}"
   else
     echo "deps: installing with pip (no uv)" >&2
