@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 UV_VERSION=${UV_VERSION:-0.13.9}
-# What each group's plain-pip file is; `dev` is test + lint (pyproject.toml).
+# The groups `dev` stands for (pyproject.toml), for the plain-pip files.
 GROUPS_OF_dev="test lint"
 EXPORT_HEADER="# Generated from uv.lock by scripts/deps.sh lock (make lock); do not edit."
 
@@ -99,8 +99,10 @@ install() {
     for g in "${groups[@]}"; do args+=(--group "$g"); done
     # --inexact: what is there stays (uv itself, a group installed before). Compiled as pip
     # does: every process of the service (and of the tests) imports faster from .pyc.
-    UV_PROJECT_ENVIRONMENT="$VENV" "$uv" sync --locked --inexact --no-default-groups --compile-bytecode \
-      "${args[@]}"
+    UV_PROJECT_ENVIRONMENT="$VENV" "$uv" sync --locked --inexact --no-default-groups \
+      --compile-bytecode "${args[@]}" \
+      || die "uv sync failed ($("$uv" --version) at $uv; the lock is made with uv $UV_VERSION):" \
+        "UV=path/to/uv names another, SENDLATER_PIP=1 installs with plain pip instead"
   else
     echo "deps: installing with pip (no uv)" >&2
     local pip=("$VENV/bin/pip" install --quiet --disable-pip-version-check --require-hashes)
