@@ -97,12 +97,14 @@ install() {
   if [ -n "$uv" ]; then
     local args=()
     for g in "${groups[@]}"; do args+=(--group "$g"); done
+    "$uv" lock --check --quiet 2>/dev/null \
+      || die "uv.lock does not match pyproject.toml (edited since the last lock): run make lock"
     # --inexact: what is there stays (uv itself, a group installed before). Compiled as pip
     # does: every process of the service (and of the tests) imports faster from .pyc.
     UV_PROJECT_ENVIRONMENT="$VENV" "$uv" sync --locked --inexact --no-default-groups \
       --compile-bytecode "${args[@]}" \
-      || die "uv sync failed ($("$uv" --version) at $uv; the lock is made with uv $UV_VERSION):" \
-        "UV=path/to/uv names another, SENDLATER_PIP=1 installs with plain pip instead"
+      || die "uv sync failed (above; $("$uv" --version) at $uv, the lock is made with" \
+        "uv $UV_VERSION): UV=path/to/uv names another, SENDLATER_PIP=1 installs with plain pip"
   else
     echo "deps: installing with pip (no uv)" >&2
     local pip=("$VENV/bin/pip" install --quiet --disable-pip-version-check --require-hashes)
