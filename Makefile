@@ -12,19 +12,34 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$HOME/.pyenv/versions/
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then \
 	    command -v $$p; break; fi; done)
 
-.PHONY: venv run serve test faults faults-failover ha-up ha-down pgbouncer-up pgbouncer-down \
-	test-pgbouncer test-ts lint format migrate admin api-key clean
+.PHONY: venv venv-runtime bench-deps lock upgrade-deps run serve test faults faults-failover \
+	ha-up ha-down pgbouncer-up pgbouncer-down test-pgbouncer test-ts lint format migrate admin \
+	api-key clean
 
-$(BIN)/.installed: requirements.txt clients/python/pyproject.toml
-	@if [ -z "$(PYTHON)" ]; then echo "error: Python 3.12 or newer is required (Django 6.1); none found on PATH" >&2; exit 1; fi
-	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(BIN)/pip install --quiet --disable-pip-version-check -e ./clients/python
+# The venv in layers, each exactly as uv.lock has it (scripts/deps.sh, docs/operations.md
+# "Dependencies"): the runtime dependencies (make run), then a group on top (make test:
+# test, make lint: lint, make bench-deps: bench); `make venv` is a developer's test + lint.
+# Through uv (installed into the venv from PyPI when there is none), plain pip otherwise.
+DEPS := PYTHON="$(PYTHON)" VENV=$(VENV) scripts/deps.sh
+$(BIN)/.deps-runtime: pyproject.toml uv.lock requirements.txt scripts/deps.sh
+	@$(DEPS) install
+	@touch $@
+$(BIN)/.deps-%: $(BIN)/.deps-runtime requirements/%.txt clients/python/pyproject.toml
+	@$(DEPS) install $*
 	@touch $@
 
-venv: $(BIN)/.installed
+venv-runtime: $(BIN)/.deps-runtime
+venv: $(BIN)/.deps-test $(BIN)/.deps-lint
+bench-deps: $(BIN)/.deps-bench
 
-migrate: venv
+# After editing pyproject.toml's dependencies: uv.lock and the requirements files again.
+lock:
+	@$(DEPS) lock
+# Every dependency to the newest version pyproject.toml allows (then make test).
+upgrade-deps:
+	@$(DEPS) lock --upgrade
+
+migrate: venv-runtime
 	$(PY) manage.py migrate --noinput
 
 admin: migrate
@@ -56,7 +71,7 @@ test: export SECURE_SSL_REDIRECT ?= false
 test: export SENDLATER_PARTITION_AHEAD_DAYS ?= 2
 # The client kit's Django receiver app (clients/python), for its tests (tests/clients/).
 test: export SENDLATER_EXTRA_APPS ?= sendlater_client.django
-test: venv
+test: $(BIN)/.deps-test
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 # Every fault scenario (docs/reliability.md), up to ~20 minutes, PostgreSQL only. It
@@ -67,7 +82,7 @@ faults: export SECURE_SSL_REDIRECT ?= false
 faults: export SENDLATER_FAULTS_FULL = 1
 faults: export SENDLATER_FAULTS_STRICT_LAG ?= 1
 faults: export SENDLATER_FAULTS_PG_RESTART ?= 1
-faults: venv
+faults: $(BIN)/.deps-test
 	@case "$$DATABASE_URL" in postgres*) ;; \
 	  *) echo "error: make faults needs DATABASE_URL=postgres://... (PostgreSQL)" >&2; exit 2;; esac
 	$(BIN)/pytest tests/faults -m faults $(PYTEST_ARGS)
@@ -79,7 +94,7 @@ faults: venv
 faults-failover: export SECRET_KEY ?= test-only-not-a-secret
 faults-failover: export SECURE_SSL_REDIRECT ?= false
 faults-failover: export SENDLATER_FAULTS_FULL = 1
-faults-failover: venv
+faults-failover: $(BIN)/.deps-test
 	@if url=$$(scripts/ha.sh up | tail -n1) && [ -n "$$url" ]; then \
 	  DATABASE_URL="$$url" SENDLATER_FAULTS_HA=1 $(BIN)/pytest tests/faults/test_failover_faults.py \
 	    -m faults $(PYTEST_ARGS); rc=$$?; scripts/ha.sh down; exit $$rc; \
@@ -111,7 +126,7 @@ test-pgbouncer: export SECRET_KEY ?= test-only-not-a-secret
 test-pgbouncer: export SECURE_SSL_REDIRECT ?= false
 test-pgbouncer: export SENDLATER_PARTITION_AHEAD_DAYS ?= 2
 test-pgbouncer: export SENDLATER_EXTRA_APPS ?= sendlater_client.django
-test-pgbouncer: venv
+test-pgbouncer: $(BIN)/.deps-test
 	@url=$$(scripts/pgbouncer.sh up | tail -n1); \
 	DATABASE_URL="$${url%/*}/$(PGB_TEST_DB)" SENDLATER_PGBOUNCER=1 $(BIN)/pytest \
 	  tests/api tests/integration tests/faults -m "not faults_full" --reuse-db $(PYTEST_ARGS)
@@ -121,15 +136,16 @@ test-pgbouncer: venv
 # "<name>_tsclient" beside DATABASE_URL's on PostgreSQL, a temporary file on SQLite.
 # Needs Node 20+ and npm.
 test-ts: export SECRET_KEY ?= test-only-not-a-secret
-test-ts: venv
+test-ts: venv-runtime
 	@command -v npm >/dev/null || { echo "error: make test-ts needs Node 20+ and npm" >&2; exit 1; }
 	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm test
 
-lint: venv
+lint: $(BIN)/.deps-lint
+	@$(DEPS) check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-format: venv
+format: $(BIN)/.deps-lint
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
