@@ -7,6 +7,7 @@ accepted and one it calls invalid is refused (schemathesis checks both direction
 from __future__ import annotations
 
 import functools
+import ipaddress
 import re
 from datetime import date, timedelta
 
@@ -136,22 +137,37 @@ def cron_pattern() -> str:
 
 @functools.cache
 def callback_url_pattern(allowlist: tuple[str, ...]) -> str:
-    """http(s) URLs to a public DNS name, or to a host on SENDLATER_CALLBACK_ALLOWLIST
-    (with a network on it, to any address literal: the SSRF check decides).
+    """http(s) URLs to a public DNS name, or to a host on SENDLATER_CALLBACK_ALLOWLIST.
 
     Labels start with a letter, so no spelling of an IP address matches; names under
     the local suffixes that netguard refuses (``.local``, ``.internal``, ...) do not
     match either, so a URL of this shape always passes the SSRF check at scheduling.
+    An allow-listed IPv4 network (``127.0.0.0/8``) admits exactly its addresses in
+    dotted decimal; an IPv6 network admits any bracketed IPv6 literal, and the SSRF
+    check (scheduling.netguard) keeps only those inside it.
     """
     label = "[A-Za-z][A-Za-z0-9-]{0,62}"
     local = "(?!(?:[^/:]*\\.)?(?:localhost|local|internal|localdomain|home\\.arpa)(?:[:/?#]|$))"
     hosts = [f"{local}(?:{label}\\.)+[A-Za-z]{{2,63}}"]
     hosts += [re.escape(entry) for entry in allowlist if "/" not in entry]
-    if any("/" in entry for entry in allowlist):
-        # A network (10.0.0.0/8) is no pattern: any address literal matches here, and
-        # the SSRF check (scheduling.netguard) keeps only those inside the allowlist.
-        hosts += ["(?:[0-9]{1,3}\\.){3}[0-9]{1,3}", "\\[[0-9A-Fa-f:.]+\\]"]
+    networks = [ipaddress.ip_network(entry) for entry in allowlist if "/" in entry]
+    hosts += [ipv4_network_pattern(net) for net in networks if net.version == 4]
+    if any(net.version == 6 for net in networks):
+        hosts.append("\\[[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*\\]")
     port = f"(?::{number_range(1, 65535)})?"
     # RFC 3986 characters only (percent signs as %XX), so the URL is a valid "uri".
     rest = "(?:[/?#](?:[A-Za-z0-9._~:/?#@!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*)?"
     return f"^https?://{_alternation(hosts)}{port}{rest}$"
+
+
+def ipv4_network_pattern(network: ipaddress.IPv4Network) -> str:
+    """The dotted-decimal addresses of ``network`` (no leading zeros: ``010`` is octal
+    to inet_aton, another address)."""
+    octets = network.network_address.packed
+    fixed, prefix_bits = divmod(network.prefixlen, 8)  # whole octets, then bits of the next
+    parts = [str(octet) for octet in octets[:fixed]]
+    if fixed < 4:
+        first = octets[fixed]
+        parts.append(number_range(first, first + (0xFF >> prefix_bits)))
+        parts += [number_range(0, 255)] * (3 - fixed)
+    return "\\.".join(parts)
