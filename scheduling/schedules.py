@@ -21,7 +21,7 @@ from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 
 from scheduling import keys, recurrence
-from scheduling.clock import db_now
+from scheduling.clock import db_now, iso_utc
 from scheduling.errors import ScheduleNotFound, SchedulingError
 from scheduling.inflight import id_not_in, in_flight_frozen
 from scheduling.models import MissedPolicy, Schedule, ScheduleOccurrence, Team
@@ -66,6 +66,13 @@ def _check(values: dict[str, Any], now: datetime) -> None:
         raise SchedulingError(
             f"every_seconds must be at least {recurrence.MIN_EVERY_SECONDS}.",
             field="every_seconds",
+        )
+    start_at, end_at = values.get("start_at"), values.get("end_at")
+    if start_at is not None and end_at is not None and end_at <= start_at:
+        # Both inclusive: end_at == start_at would be one instant at most; a range that
+        # holds none is a client's mistake, not a schedule.
+        raise SchedulingError(
+            f"end_at must be after start_at ({iso_utc(start_at)}).", field="end_at"
         )
     if values.get("missed") not in MissedPolicy.values:
         raise SchedulingError("missed must be 'skip' or 'fire_last'.", field="missed")

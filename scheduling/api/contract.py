@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import re
+from collections.abc import Iterable
 from datetime import date, timedelta
 
 from django.conf import settings
@@ -106,33 +107,103 @@ def due_at_pattern(today: date) -> str:
     return f"^{_alternation(parts)}{_TIME}"
 
 
-def _cron_field(low: int, high: int, names: list[str] | None = None) -> str:
-    """One cron field: ``*``, values, ascending ranges, steps and lists (what cronsim takes)."""
+def _numbers(values: list[int]) -> str:
+    if values == list(range(values[0], values[-1] + 1)):
+        return number_range(values[0], values[-1])
+    return _alternation([str(value) for value in values])
+
+
+def _any_case(name: str) -> str:
+    """``mon`` in any case (JSON Schema patterns have no case-insensitive flag)."""
+    return "".join(f"[{char.upper()}{char.lower()}]" for char in name)
+
+
+def _cron_term(
+    low: int,
+    high: int,
+    names: list[str] | None = None,
+    firsts: Iterable[int] | None = None,
+    *,
+    star: bool = True,
+) -> str:
+    """One term of a cron field (what cronsim takes): ``*`` (if ``star``), a value or
+    an ascending range, each with an optional step. With ``firsts``, only values and
+    ranges that start with one of them: the day-of-month rules below need to know."""
+    starts = sorted(firsts) if firsts is not None else list(range(low, high + 1))
+    named = {
+        value: _any_case(names[value - low])
+        for value in starts
+        if names and value - low < len(names)
+    }
     # a-b with a <= b: cronsim refuses descending ranges.
-    ranges = [f"{a}-{number_range(a, high)}" for a in range(low, high)]
-    values = [number_range(low, high)]
-    if names:
-        ranges += [f"{a}-{_alternation(names[i + 1 :])}" for i, a in enumerate(names[:-1])]
-        values += names
+    ranges = [f"{a}-{number_range(a, high)}" for a in starts if a < high]
+    ranges += [
+        f"{name}-{_alternation([_any_case(later) for later in names[value - low + 1 :]])}"
+        for value, name in named.items()
+        if names and value - low < len(names) - 1
+    ]
     step = f"(?:/{number_range(1, high)})?"
-    term = f"(?:\\*{step}|{_alternation(ranges)}{step}|{_alternation(values)})"
-    return f"{term}(?:,{term})*"
+    options = [f"\\*{step}"] if star else []
+    options.append(f"{_alternation([*ranges, _numbers(starts), *named.values()])}{step}")
+    return _alternation(options)
+
+
+def _cron_list(term: str, needed: str | None = None) -> str:
+    """A comma-separated list of ``term``; with ``needed``, one of them is a ``needed``."""
+    if needed is None:
+        return f"{term}(?:,{term})*"
+    return f"(?:{term},)*{needed}(?:,{term})*"
 
 
 _DOW = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
 _MONTHS = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
+_MONTHS_OF_31 = [1, 3, 5, 7, 8, 10, 12]
+_MONTHS_OF_30 = [month for month in range(1, 13) if month != 2]
+
+
+def _months_having(months: list[int]) -> str:
+    """A month field that surely includes one of ``months``: a term starting with one
+    (a range or a step includes its first value), ``*``, or a range without a step of
+    two months or more (any two adjacent months include one of 31 days)."""
+    ascending = [f"{a}-{number_range(a + 1, 12)}" for a in range(1, 12)]
+    ascending += [
+        f"{_any_case(name)}-{_alternation([_any_case(later) for later in _MONTHS[i + 1 :]])}"
+        for i, name in enumerate(_MONTHS[:-1])
+    ]
+    needed = _alternation([_cron_term(1, 12, _MONTHS, months), _alternation(ascending)])
+    return _cron_list(_cron_term(1, 12, _MONTHS), needed)
 
 
 @functools.cache
 def cron_pattern() -> str:
-    """Five fields (minute hour day-of-month month day-of-week) cronsim accepts.
+    """Five fields (minute hour day-of-month month day-of-week) cronsim accepts, names
+    in any case.
 
-    A day 30 or 31 needs month ``*``: with a month list it could name a day that no
-    listed month has (``0 0 31 4 *``), which cronsim refuses.
+    cronsim refuses a day-of-month that no listed month has (``0 0 31 4 *``) when the
+    days and weekdays must both match (either field starts with ``*``). So days 30 and
+    31 alone take a month list that surely has them; with any day up to 29 in the list,
+    or a weekday list not starting with ``*``, any month list goes.
     """
-    minute_hour = f"{_cron_field(0, 59)} {_cron_field(0, 23)}"
-    days = f"(?:{_cron_field(1, 29)} {_cron_field(1, 12, _MONTHS)}|{_cron_field(1, 31)} \\*)"
-    return f"^{minute_hour} {days} {_cron_field(0, 7, _DOW)}$"
+    minute_hour = f"{_cron_list(_cron_term(0, 59))} {_cron_list(_cron_term(0, 23))}"
+    day = _cron_term(1, 31)
+    day_high = _cron_term(1, 31, firsts=[30, 31], star=False)
+    days_any = _cron_list(day)
+    days_low = _cron_list(day, _cron_term(1, 31, firsts=range(1, 30)))
+    days_high = _cron_list(day_high)
+    days_from_30 = _cron_list(day_high, _cron_term(1, 31, firsts=[30], star=False))
+    months_any = _cron_list(_cron_term(1, 12, _MONTHS))
+    dow = _cron_term(0, 7, _DOW)
+    weekdays_any = _cron_list(dow)
+    weekdays_listed = f"{_cron_term(0, 7, _DOW, star=False)}(?:,{dow})*"
+    day_and_month = _alternation(
+        [
+            f"{days_low} {months_any}",
+            f"{days_high} {_months_having(_MONTHS_OF_31)}",
+            f"{days_from_30} {_months_having(_MONTHS_OF_30)}",
+        ]
+    )
+    either = f"{days_any} {months_any} {weekdays_listed}"
+    return f"^{minute_hour} {_alternation([either, f'{day_and_month} {weekdays_any}'])}$"
 
 
 @functools.cache
