@@ -244,13 +244,16 @@ class ConsoleJobAdmin(JobAdmin):
         return super().change_view(request, object_id, form_url, extra_context)
 
     def _page_context(self, request: HttpRequest, job: Job) -> dict[str, Any]:
-        attempts = list(job.delivery_attempts.order_by("-attempt")[:TIMELINE_ATTEMPTS])
+        # By time: a requeued job numbers its new series from 1 again.
+        rows = job.delivery_attempts.order_by("-started_at", "-attempt")
+        attempts = list(rows[:TIMELINE_ATTEMPTS])
+        older = rows.count() - len(attempts) if len(attempts) == TIMELINE_ATTEMPTS else 0
         payload = json.dumps(job.payload, indent=2, ensure_ascii=False, sort_keys=True)
         offered = PAGE_ACTIONS.get(job.status, []) if can_operate_jobs(request.user) else []
         return {
             "job": job,
             "timeline": list(reversed(attempts)),
-            "older_attempts": max(0, job.attempts - len(attempts)),
+            "older_attempts": older,
             "payload_text": payload[:PAYLOAD_PREVIEW_CHARS],
             "payload_cut": len(payload) > PAYLOAD_PREVIEW_CHARS,
             "metadata_items": sorted(job.metadata.items())

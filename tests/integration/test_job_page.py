@@ -186,3 +186,21 @@ def test_the_page_is_compact(admin_client, team) -> None:
     assert "form-row" not in html and 'class="readonly"' not in html
     main = html[html.index('id="content-main"') : html.index('id="job-payload"')]
     assert main.count("<input") == 2  # the buttons' form: its CSRF token and the job's id
+
+
+def test_the_timeline_follows_time_across_a_requeue(admin_client, team, monkeypatch) -> None:
+    from polling.console import jobs
+
+    monkeypatch.setattr(jobs, "TIMELINE_ATTEMPTS", 2)
+    job = _schedule(team)
+    started = datetime(2026, 1, 2, 3, 0, tzinfo=UTC)
+    # The first series died after two attempts; requeued, the new one starts at #1.
+    for minute, (attempt, result) in enumerate([(1, "retry"), (2, "dead"), (1, "retry")]):
+        DeliveryAttempt.objects.create(
+            job=job, attempt=attempt, started_at=started + timedelta(minutes=minute), result=result
+        )
+    Job.objects.filter(id=job.id).update(attempts=1)
+    html = admin_client.get(_page(job)).content.decode()
+    timeline = html[html.index('id="job-timeline"') : html.index('id="job-payload"')]
+    assert "1 earlier attempt(s) not shown" in timeline
+    assert timeline.index("#2 dead") < timeline.index("#1 retry") < timeline.index("#2 next")
