@@ -226,8 +226,10 @@ def callback_url_pattern(allowlist: tuple[str, ...]) -> str:
     if any(net.version == 6 for net in networks):
         hosts.append("\\[[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*\\]")
     port = f"(?::{number_range(1, 65535)})?"
-    # RFC 3986 characters only (percent signs as %XX), so the URL is a valid "uri".
-    rest = "(?:[/?#](?:[A-Za-z0-9._~:/?#@!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*)?"
+    # RFC 3986 characters only (percent signs as %XX), so the URL is a valid "uri": a
+    # path and query, then at most one "#" (a fragment holds no other "#").
+    char = "(?:[A-Za-z0-9._~:/?@!$&'()*+,;=-]|%[0-9A-Fa-f]{2})"
+    rest = f"(?:[/?]{char}*)?(?:#{char}*)?"
     return f"^https?://{_alternation(hosts)}{port}{rest}$"
 
 

@@ -113,3 +113,12 @@ def test_an_ipv6_network_admits_its_addresses_and_refuses_others(api) -> None:
         _refused(api.post(JOBS, _webhook_job(url), format="json"), "callback_url")
         response = api.post(BULK, {"jobs": [_webhook_job(url)]}, format="json")
         _refused(response, "jobs[0].callback_url")
+
+
+def test_a_second_hash_is_no_uri_and_is_refused(api) -> None:
+    """A fragment holds no "#": such a URL would be echoed back as no valid "uri"."""
+    for url in ("https://example.com/a#b#c", "https://example.com#%AbM#&d%db"):
+        _refused(api.post(JOBS, _webhook_job(url), format="json"), "callback_url")
+    for url in ("https://example.com/a?b=1#frag/x?y", "https://example.com#", "https://e.io?q#f"):
+        response = api.post(JOBS, _webhook_job(url), format="json")
+        assert response.status_code == 201, (url, response.json())
