@@ -104,7 +104,8 @@ faults-failover: $(BIN)/.deps-test
 	fi
 
 # A local pg_auto_failover formation: monitor, primary, synchronous secondary (ports
-# HA_PORT .. +2, default 55432-55434; data under HA_DIR, default /tmp/sendlater-ha).
+# HA_PORT .. +2, default 25432-25434, below Linux's ephemeral range 32768-60999; a
+# taken port stops it at once, named; data under HA_DIR, default /tmp/sendlater-ha).
 # Prints the multi-host DATABASE_URL. ha-down stops it and removes its data.
 ha-up:
 	@scripts/ha.sh up

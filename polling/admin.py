@@ -16,10 +16,11 @@ from polling.console.actions import (
     resume_pollers,
     unpin_shards,
 )
+from polling.console.jobs import ConsoleJobAdmin
 from polling.console.schedules import ScheduleAdmin
 from polling.models import Poller, ShardCheckpoint, ShardLease
 from scheduling.flow.models import FlowControl
-from scheduling.models import Schedule
+from scheduling.models import Job, Schedule
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -60,6 +61,9 @@ class ShardCheckpointAdmin(ReadOnlyAdmin):
 # The scheduling app's Schedule, here because its actions use the console's
 # confirmation and audit (scheduling never imports polling).
 admin.site.register(Schedule, ScheduleAdmin)
+# The same for jobs: cancel, fire now, reschedule and requeue with a reason and an audit
+# entry; no delete.
+admin.site.register(Job, ConsoleJobAdmin)
 
 
 @admin.register(FlowControl)

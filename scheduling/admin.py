@@ -1,14 +1,14 @@
 """Admin for teams, jobs, buckets and the shard-count schedule (read-mostly).
 
-The jobs changelist lives in scheduling.console.jobs.
+The jobs changelist lives in scheduling.console.jobs; it is registered by polling.admin
+with the console's actions (polling.console.jobs).
 """
 
 from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from scheduling.console.jobs import JobAdmin
-from scheduling.models import ApiKey, Bucket, Job, ShardCountSchedule, Team
+from scheduling.models import ApiKey, Bucket, ShardCountSchedule, Team
 from scheduling.teams import api_key_revoke, team_rotate_signing_secret
 
 SIGNING_SECRET_OVERLAP_SECONDS = 24 * 3600  # receivers get a day to switch
@@ -49,9 +49,6 @@ class ApiKeyAdmin(admin.ModelAdmin):
         for api_key in keys:
             api_key_revoke(api_key=api_key)
         self.message_user(request, f"Revoked {len(keys)} API key(s).", messages.SUCCESS)
-
-
-admin.site.register(Job, JobAdmin)
 
 
 @admin.register(Bucket)

@@ -126,7 +126,10 @@ def check_address(address: IPAddress, allowlist: Allowlist) -> None:
 
 def check_url(url: str, allowlist: Allowlist) -> None:
     """Check a callback URL without resolving it (scheduling time)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:  # a bracketed host that is no IPv6 address: [::::], [1.2.3.4]
+        raise BlockedTarget(f"the callback URL's host is not valid ({error})") from error
     if parts.scheme not in ("http", "https"):
         raise BlockedTarget("only http and https callback URLs are allowed")
     host = parts.hostname

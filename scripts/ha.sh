@@ -4,18 +4,25 @@
 #   scripts/ha.sh up     install the packages if missing, start the three nodes,
 #                        create the database, print DATABASE_URL (idempotent)
 #   scripts/ha.sh url    print DATABASE_URL of a running formation
+#   scripts/ha.sh check-ports
+#                        fail at once, naming the port, if one of the formation's
+#                        ports is taken by something else (`up` runs it first)
 #   scripts/ha.sh state  pg_autoctl show state
 #   scripts/ha.sh down   stop every node and remove the data directories
 #
 # Each node runs `pg_autoctl run` as the postgres user (pg_autoctl refuses root) in
 # its own data directory under $HA_DIR; the ports are HA_PORT (monitor), +1, +2.
+# The default, 25432, is below Linux's ephemeral range (32768-60999 by default,
+# /proc/sys/net/ipv4/ip_local_port_range): a port in that range can be held by any
+# outgoing connection (a benchmark's thousands of them), and PostgreSQL then fails
+# to bind it.
 # The health-check settings of the monitor are shortened (HA_FAST=1, the default)
 # so that a lost primary is replaced in seconds on one machine; docs/ha.md says
 # which values to keep in production.
 set -euo pipefail
 
 HA_DIR=${HA_DIR:-/tmp/sendlater-ha}
-HA_PORT=${HA_PORT:-55432}
+HA_PORT=${HA_PORT:-25432}
 HA_DB=${HA_DB:-sendlater}
 HA_FAST=${HA_FAST:-1}
 HA_USER=${HA_USER:-postgres}
@@ -39,6 +46,40 @@ install_packages() {
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15-auto-failover pgbouncer >/dev/null
   PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n1)
+}
+
+port_holders() { # $1 port: the sockets bound to it (listening or connected), one a line
+  if command -v ss >/dev/null; then
+    ss -Htan "( sport = :$1 )" | grep -v '^TIME-WAIT' || true
+  else # no iproute2: whether it binds, as PostgreSQL will (SO_REUSEADDR, all addresses)
+    python3 - "$1" <<'PY' || echo "bind failed"
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+PY
+  fi
+}
+
+check_ports() { # every port of a node not running yet must be free: stop at once if not
+  local names=(monitor node1 node2) ports=("$MONITOR_PORT" "${NODE_PORTS[@]}") i holders
+  local range low high
+  range=$(cat /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo "32768 60999")
+  read -r low high <<<"$range"
+  for i in 0 1 2; do
+    if running "$HA_DIR/${names[$i]}"; then continue; fi
+    holders=$(port_holders "${ports[$i]}")
+    if [ -n "$holders" ]; then
+      echo "ha: port ${ports[$i]} (${names[$i]}) is taken; free it or set HA_PORT (the" \
+        "formation uses HA_PORT .. HA_PORT+2, now ${ports[0]}-${ports[2]}):" >&2
+      echo "$holders" | head -n5 | sed 's/^/ha:   /' >&2
+      return 1
+    fi
+    if [ "${ports[$i]}" -ge "$low" ] && [ "${ports[$i]}" -le "$high" ]; then
+      echo "ha: warning: port ${ports[$i]} (${names[$i]}) is inside the ephemeral range" \
+        "$low-$high: an outgoing connection may take it" >&2
+    fi
+  done
 }
 
 url() {
@@ -81,6 +122,7 @@ formation_ready() { # one primary and one secondary
 }
 
 up() {
+  check_ports
   install_packages
   mkdir -p "$HA_DIR/xdg/config" "$HA_DIR/xdg/data" "$HA_DIR/xdg/run"
   chown -R "$HA_USER" "$HA_DIR"
@@ -148,6 +190,7 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   url) url ;;
+  check-ports) check_ports ;;
   state) as_pg pg_autoctl show state --pgdata "$HA_DIR/monitor" ;;
-  *) echo "usage: $0 up|down|url|state" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|url|state|check-ports" >&2; exit 2 ;;
 esac

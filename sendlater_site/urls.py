@@ -13,6 +13,11 @@ from scheduling.api.errors import error_body
 from sendlater_site.health import healthz, readyz
 from sendlater_site.metrics import metrics_view
 
+# The admin is the operators' console: it names the product, not "Django administration".
+admin.site.site_header = "sendlater console"
+admin.site.site_title = "sendlater console"
+admin.site.index_title = "Operations"
+
 urlpatterns = [
     # Before admin.site.urls, whose app-index pattern would claim "console".
     path("admin/console/", include("polling.console.urls")),

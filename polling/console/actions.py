@@ -72,13 +72,16 @@ def _confirm_or_run(
     hidden: Callable[[Any], str] | None = None,
     allowed: Callable[[Any], bool] = can_move,
     done_url: str | None = None,
+    form_class: type[ConfirmForm] | None = None,
+    intro: str | None = None,
+    keep: dict[str, str] | None = None,
 ) -> HttpResponse | None:
     if not allowed(request.user):
         raise PermissionDenied
     done_url = done_url or reverse("console-dashboard")
     objects = list(queryset)
     confirmed = request.POST.get("post") == "yes"
-    form = ConfirmForm(request.POST if confirmed else None, pollers=pollers)
+    form = (form_class or ConfirmForm)(request.POST if confirmed else None, pollers=pollers)
     if confirmed and form.is_valid():
         done = 0
         for obj in objects:
@@ -109,6 +112,8 @@ def _confirm_or_run(
         "no_pollers": pollers == [],
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
         "cancel_url": done_url,
+        "intro": intro,
+        "keep": sorted((keep or {}).items()),  # carried through the confirming POST
     }
     return TemplateResponse(request, "admin/console/confirm_action.html", context)
 

@@ -14,7 +14,7 @@ from polling.ownership import registration
 from polling.ownership.assignment import assignment_inputs, shards_for
 from scheduling.sharding.buckets import shard_count_max
 
-logger = logging.getLogger("polling.poller")
+logger = logging.getLogger("polling.engine.poller")
 
 
 class LeaseKeeper:

@@ -15,7 +15,7 @@ from polling.ownership.stall_bounds import WindowBusy
 from polling.reading import take
 from polling.reading.shard_reads import ShardReader, Window
 
-logger = logging.getLogger("polling.poller")
+logger = logging.getLogger("polling.engine.poller")
 
 
 class HeldKeyReader:

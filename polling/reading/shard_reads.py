@@ -20,7 +20,7 @@ from scheduling import keys
 from scheduling.keys import EPOCH
 from scheduling.sharding.clock import is_closed
 
-logger = logging.getLogger("polling.poller")
+logger = logging.getLogger("polling.engine.poller")
 
 
 class Window(Protocol):

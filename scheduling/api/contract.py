@@ -7,7 +7,9 @@ accepted and one it calls invalid is refused (schemathesis checks both direction
 from __future__ import annotations
 
 import functools
+import ipaddress
 import re
+from collections.abc import Iterable
 from datetime import date, timedelta
 
 from django.conf import settings
@@ -105,53 +107,140 @@ def due_at_pattern(today: date) -> str:
     return f"^{_alternation(parts)}{_TIME}"
 
 
-def _cron_field(low: int, high: int, names: list[str] | None = None) -> str:
-    """One cron field: ``*``, values, ascending ranges, steps and lists (what cronsim takes)."""
+def _numbers(values: list[int]) -> str:
+    if values == list(range(values[0], values[-1] + 1)):
+        return number_range(values[0], values[-1])
+    return _alternation([str(value) for value in values])
+
+
+def _any_case(name: str) -> str:
+    """``mon`` in any case (JSON Schema patterns have no case-insensitive flag)."""
+    return "".join(f"[{char.upper()}{char.lower()}]" for char in name)
+
+
+def _cron_term(
+    low: int,
+    high: int,
+    names: list[str] | None = None,
+    firsts: Iterable[int] | None = None,
+    *,
+    star: bool = True,
+) -> str:
+    """One term of a cron field (what cronsim takes): ``*`` (if ``star``), a value or
+    an ascending range, each with an optional step. With ``firsts``, only values and
+    ranges that start with one of them: the day-of-month rules below need to know."""
+    starts = sorted(firsts) if firsts is not None else list(range(low, high + 1))
+    named = {
+        value: _any_case(names[value - low])
+        for value in starts
+        if names and value - low < len(names)
+    }
     # a-b with a <= b: cronsim refuses descending ranges.
-    ranges = [f"{a}-{number_range(a, high)}" for a in range(low, high)]
-    values = [number_range(low, high)]
-    if names:
-        ranges += [f"{a}-{_alternation(names[i + 1 :])}" for i, a in enumerate(names[:-1])]
-        values += names
+    ranges = [f"{a}-{number_range(a, high)}" for a in starts if a < high]
+    ranges += [
+        f"{name}-{_alternation([_any_case(later) for later in names[value - low + 1 :]])}"
+        for value, name in named.items()
+        if names and value - low < len(names) - 1
+    ]
     step = f"(?:/{number_range(1, high)})?"
-    term = f"(?:\\*{step}|{_alternation(ranges)}{step}|{_alternation(values)})"
-    return f"{term}(?:,{term})*"
+    options = [f"\\*{step}"] if star else []
+    options.append(f"{_alternation([*ranges, _numbers(starts), *named.values()])}{step}")
+    return _alternation(options)
+
+
+def _cron_list(term: str, needed: str | None = None) -> str:
+    """A comma-separated list of ``term``; with ``needed``, one of them is a ``needed``."""
+    if needed is None:
+        return f"{term}(?:,{term})*"
+    return f"(?:{term},)*{needed}(?:,{term})*"
 
 
 _DOW = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
 _MONTHS = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
+_MONTHS_OF_31 = [1, 3, 5, 7, 8, 10, 12]
+_MONTHS_OF_30 = [month for month in range(1, 13) if month != 2]
+
+
+def _months_having(months: list[int]) -> str:
+    """A month field that surely includes one of ``months``: a term starting with one
+    (a range or a step includes its first value), ``*``, or a range without a step of
+    two months or more (any two adjacent months include one of 31 days)."""
+    ascending = [f"{a}-{number_range(a + 1, 12)}" for a in range(1, 12)]
+    ascending += [
+        f"{_any_case(name)}-{_alternation([_any_case(later) for later in _MONTHS[i + 1 :]])}"
+        for i, name in enumerate(_MONTHS[:-1])
+    ]
+    needed = _alternation([_cron_term(1, 12, _MONTHS, months), _alternation(ascending)])
+    return _cron_list(_cron_term(1, 12, _MONTHS), needed)
 
 
 @functools.cache
 def cron_pattern() -> str:
-    """Five fields (minute hour day-of-month month day-of-week) cronsim accepts.
+    """Five fields (minute hour day-of-month month day-of-week) cronsim accepts, names
+    in any case.
 
-    A day 30 or 31 needs month ``*``: with a month list it could name a day that no
-    listed month has (``0 0 31 4 *``), which cronsim refuses.
+    cronsim refuses a day-of-month that no listed month has (``0 0 31 4 *``) when the
+    days and weekdays must both match (either field starts with ``*``). So days 30 and
+    31 alone take a month list that surely has them; with any day up to 29 in the list,
+    or a weekday list not starting with ``*``, any month list goes.
     """
-    minute_hour = f"{_cron_field(0, 59)} {_cron_field(0, 23)}"
-    days = f"(?:{_cron_field(1, 29)} {_cron_field(1, 12, _MONTHS)}|{_cron_field(1, 31)} \\*)"
-    return f"^{minute_hour} {days} {_cron_field(0, 7, _DOW)}$"
+    minute_hour = f"{_cron_list(_cron_term(0, 59))} {_cron_list(_cron_term(0, 23))}"
+    day = _cron_term(1, 31)
+    day_high = _cron_term(1, 31, firsts=[30, 31], star=False)
+    days_any = _cron_list(day)
+    days_low = _cron_list(day, _cron_term(1, 31, firsts=range(1, 30)))
+    days_high = _cron_list(day_high)
+    days_from_30 = _cron_list(day_high, _cron_term(1, 31, firsts=[30], star=False))
+    months_any = _cron_list(_cron_term(1, 12, _MONTHS))
+    dow = _cron_term(0, 7, _DOW)
+    weekdays_any = _cron_list(dow)
+    weekdays_listed = f"{_cron_term(0, 7, _DOW, star=False)}(?:,{dow})*"
+    day_and_month = _alternation(
+        [
+            f"{days_low} {months_any}",
+            f"{days_high} {_months_having(_MONTHS_OF_31)}",
+            f"{days_from_30} {_months_having(_MONTHS_OF_30)}",
+        ]
+    )
+    either = f"{days_any} {months_any} {weekdays_listed}"
+    return f"^{minute_hour} {_alternation([either, f'{day_and_month} {weekdays_any}'])}$"
 
 
 @functools.cache
 def callback_url_pattern(allowlist: tuple[str, ...]) -> str:
-    """http(s) URLs to a public DNS name, or to a host on SENDLATER_CALLBACK_ALLOWLIST
-    (with a network on it, to any address literal: the SSRF check decides).
+    """http(s) URLs to a public DNS name, or to a host on SENDLATER_CALLBACK_ALLOWLIST.
 
     Labels start with a letter, so no spelling of an IP address matches; names under
     the local suffixes that netguard refuses (``.local``, ``.internal``, ...) do not
     match either, so a URL of this shape always passes the SSRF check at scheduling.
+    An allow-listed IPv4 network (``127.0.0.0/8``) admits exactly its addresses in
+    dotted decimal; an IPv6 network admits any bracketed IPv6 literal, and the SSRF
+    check (scheduling.netguard) keeps only those inside it.
     """
     label = "[A-Za-z][A-Za-z0-9-]{0,62}"
     local = "(?!(?:[^/:]*\\.)?(?:localhost|local|internal|localdomain|home\\.arpa)(?:[:/?#]|$))"
     hosts = [f"{local}(?:{label}\\.)+[A-Za-z]{{2,63}}"]
     hosts += [re.escape(entry) for entry in allowlist if "/" not in entry]
-    if any("/" in entry for entry in allowlist):
-        # A network (10.0.0.0/8) is no pattern: any address literal matches here, and
-        # the SSRF check (scheduling.netguard) keeps only those inside the allowlist.
-        hosts += ["(?:[0-9]{1,3}\\.){3}[0-9]{1,3}", "\\[[0-9A-Fa-f:.]+\\]"]
+    networks = [ipaddress.ip_network(entry) for entry in allowlist if "/" in entry]
+    hosts += [ipv4_network_pattern(net) for net in networks if net.version == 4]
+    if any(net.version == 6 for net in networks):
+        hosts.append("\\[[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*\\]")
     port = f"(?::{number_range(1, 65535)})?"
-    # RFC 3986 characters only (percent signs as %XX), so the URL is a valid "uri".
-    rest = "(?:[/?#](?:[A-Za-z0-9._~:/?#@!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*)?"
+    # RFC 3986 characters only (percent signs as %XX), so the URL is a valid "uri": a
+    # path and query, then at most one "#" (a fragment holds no other "#").
+    char = "(?:[A-Za-z0-9._~:/?@!$&'()*+,;=-]|%[0-9A-Fa-f]{2})"
+    rest = f"(?:[/?]{char}*)?(?:#{char}*)?"
     return f"^https?://{_alternation(hosts)}{port}{rest}$"
+
+
+def ipv4_network_pattern(network: ipaddress.IPv4Network) -> str:
+    """The dotted-decimal addresses of ``network`` (no leading zeros: ``010`` is octal
+    to inet_aton, another address)."""
+    octets = network.network_address.packed
+    fixed, prefix_bits = divmod(network.prefixlen, 8)  # whole octets, then bits of the next
+    parts = [str(octet) for octet in octets[:fixed]]
+    if fixed < 4:
+        first = octets[fixed]
+        parts.append(number_range(first, first + (0xFF >> prefix_bits)))
+        parts += [number_range(0, 255)] * (3 - fixed)
+    return "\\.".join(parts)

@@ -334,7 +334,7 @@ def _small_json_body(request: HttpRequest) -> Any | None:
 
 def _callback_allowed(valid: dict[str, Any]) -> bool:
     """The SSRF check ``CallbackUrlField`` makes before its pattern (the plain validator
-    checks only the pattern, which an allowlisted network widens to any address)."""
+    checks only the pattern, which an allow-listed IPv6 network widens to any IPv6 literal)."""
     url = valid.get("callback_url")
     if url is None:
         return True

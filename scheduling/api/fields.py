@@ -137,11 +137,15 @@ class CallbackUrlField(StrictCharField):
 
 
 def allowlist_hosts() -> tuple[str, ...]:
-    """Hosts of SENDLATER_CALLBACK_ALLOWLIST as they appear in a URL (names, single addresses)."""
+    """Entries of SENDLATER_CALLBACK_ALLOWLIST for contract.callback_url_pattern: names
+    and single addresses as they appear in a URL, networks as CIDR (``127.0.0.0/8``)."""
     allow = conf.callback_allowlist()
     hosts = sorted(allow.names)
     for net in allow.networks:
-        if net.num_addresses == 1:
-            address = str(net.network_address)
-            hosts.append(f"[{address}]" if net.version == 6 else address)
+        if net.num_addresses > 1:
+            hosts.append(str(net))
+        elif net.version == 6:
+            hosts.append(f"[{net.network_address}]")
+        else:
+            hosts.append(str(net.network_address))
     return tuple(hosts)

@@ -61,8 +61,9 @@ def _cron_field(**kwargs: Any) -> StrictCharField:
         max_length=MAX_CRON_CHARS,
         help_text=(
             "5 fields, local time in `timezone`: minute hour day-of-month month "
-            "day-of-week; lists, ranges, steps and names (`0 9 * * MON-FRI`). "
-            "Give this or every_seconds."
+            "day-of-week; lists, ranges, steps and names in any case (`0 9 * * MON-FRI`, "
+            "`0 9 * * mon-fri`). A day of month must occur in a listed month "
+            "(`0 9 31 1,3,5 *`; `0 9 31 4 *` is refused). Give this or every_seconds."
         ),
         **kwargs,
     )
@@ -110,7 +111,8 @@ class _ScheduleFields(StrictSerializer):
     end_at = AwareDateTimeField(
         required=False,
         allow_null=True,
-        help_text="No instant after this (inclusive); must be after start_at.",
+        help_text="No instant after this (inclusive). Must be after start_at (the one given, "
+        "or on a PATCH the schedule's): otherwise a 400 naming end_at.",
     )
     missed = serializers.ChoiceField(
         choices=MissedPolicy.choices,
@@ -141,8 +143,9 @@ class _ScheduleFields(StrictSerializer):
         if not re.match(contract.cron_pattern(), value):
             raise serializers.ValidationError(
                 "cron must be 5 fields (minute hour day-of-month month day-of-week) of *, "
-                "numbers, ascending ranges, steps and lists; names in capitals (MON-FRI, "
-                "JAN); day 30 or 31 only with month *."
+                "numbers, ascending ranges, steps and lists; names in any case (MON-FRI, "
+                "mon-fri, JAN); a day of month no listed month has (31 with APR, 30 with "
+                "FEB) only beside a weekday list that does not start with *."
             )
         try:
             recurrence.validate_cron(value)

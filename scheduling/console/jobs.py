@@ -1,4 +1,4 @@
-"""The jobs changelist: index-served search and filters, estimated counts, actions.
+"""The jobs changelist: index-served search and filters, estimated counts; read-only rows.
 
 It must stay fast with ten million jobs, so it offers only what an index serves:
 search by id (primary key), idempotency key (the per-team unique index, probed
@@ -12,21 +12,17 @@ counts of large results (see ``scheduling.console.paginators``).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from scheduling import conf, keys
 from scheduling.console.paginators import EstimatedCountPaginator
-from scheduling.errors import SchedulingError
-from scheduling.jobs.deadletters import job_requeue
 from scheduling.jobs.selectors import job_filter_metadata
-from scheduling.jobs.services import job_cancel, job_reschedule
-from scheduling.models import DeliveryAttempt, Job, Team
+from scheduling.models import Job, Team
 from scheduling.sharding.clock import db_now
 
 HOUR = timedelta(hours=1)
@@ -86,72 +82,11 @@ def job_search(queryset: QuerySet[Job], term: str) -> QuerySet[Job]:
     return queryset.filter(match)
 
 
-class DeliveryAttemptInline(admin.TabularInline):
-    model = DeliveryAttempt
-    fields = ["attempt", "started_at", "duration_ms", "result", "status_code", "error", "poller"]
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    ordering = ["-attempt"]
-
-    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        return False
-
-
-def _each_job(
-    modeladmin: admin.ModelAdmin,
-    request: HttpRequest,
-    queryset: QuerySet[Job],
-    verb: str,
-    service: Callable[[Job], Any],
-) -> None:
-    """Call ``service`` per selected job; report how many it did and why it refused."""
-    done, refused = 0, []
-    for job in queryset.select_related("team"):
-        try:
-            service(job)
-            done += 1
-        except SchedulingError as error:
-            refused.append(error.message)
-    modeladmin.message_user(request, f"{verb} {done} job(s).", messages.SUCCESS)
-    if refused:
-        modeladmin.message_user(
-            request, f"Skipped {len(refused)}: {'; '.join(refused[:5])}", messages.WARNING
-        )
-
-
-@admin.action(
-    description="Requeue selected dead or expired jobs (new attempt series, due now)",
-    permissions=["change"],
-)
-def requeue_jobs(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
-    _each_job(
-        modeladmin, request, queryset, "Requeued", lambda j: job_requeue(team=j.team, job_id=j.id)
-    )
-
-
-@admin.action(description="Cancel selected pending jobs", permissions=["change"])
-def cancel_jobs(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
-    _each_job(
-        modeladmin, request, queryset, "Canceled", lambda j: job_cancel(team=j.team, job_id=j.id)
-    )
-
-
-@admin.action(description="Fire selected pending jobs now", permissions=["change"])
-def fire_now(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
-    # Reschedule to now: the job moves to the open bucket and its shard there.
-    _each_job(
-        modeladmin,
-        request,
-        queryset,
-        "Fired",
-        lambda j: job_reschedule(team=j.team, job_id=j.id, due_at=db_now()),
-    )
-
-
 class JobAdmin(admin.ModelAdmin):
-    inlines = [DeliveryAttemptInline]
-    actions = [cancel_jobs, fire_now, requeue_jobs]
+    """Read-only rows: a job changes only through the services (cancel, fire now,
+    reschedule, requeue: the console's actions, polling.console.jobs) and is never
+    deleted by hand (retention drops it with its partition)."""
+
     list_display = ["id", "team", "status", "due_at", "bucket", "shard", "attempts", "target"]
     list_filter = ["status", DueRangeFilter, "team"]
     # The search itself is job_search; a non-empty list shows the search box.
@@ -171,4 +106,13 @@ class JobAdmin(admin.ModelAdmin):
         return [f.name for f in Job._meta.fields]
 
     def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        # No form save: Model.save() would write every column over a poller's write-back.
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        # A delete would bypass job_cancel (its in-flight lock order) and the audit entry,
+        # and erase the history a team may ask about. No Delete button, no "Delete selected".
         return False

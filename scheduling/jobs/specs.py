@@ -82,7 +82,12 @@ def _validate_target(target_kind: str, target: str) -> None:
     if target_kind == TargetKind.WEBHOOK:
         if len(target) > 2048:
             raise InvalidTarget("callback_url is longer than 2048 characters.", field="target")
-        parts = urlsplit(target)
+        try:
+            parts = urlsplit(target)
+        except ValueError as error:  # a bracketed host that is no IPv6 address
+            raise InvalidTarget(
+                f"callback_url is not a valid URL: {error}.", field="target"
+            ) from error
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InvalidTarget("callback_url must be an absolute http(s) URL.", field="target")
         try:

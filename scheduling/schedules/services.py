@@ -26,7 +26,7 @@ from scheduling.jobs.inflight import id_not_in, in_flight_frozen
 from scheduling.jobs.specs import JobSpec, SpecChecker
 from scheduling.models import MissedPolicy, Schedule, ScheduleOccurrence, Team
 from scheduling.schedules import recurrence
-from scheduling.sharding.clock import db_now
+from scheduling.sharding.clock import db_now, iso_utc
 
 MAX_PREVIEW = 100
 NEXT_OCCURRENCES = 5
@@ -67,6 +67,13 @@ def _check(values: dict[str, Any], now: datetime) -> None:
         raise SchedulingError(
             f"every_seconds must be at least {recurrence.MIN_EVERY_SECONDS}.",
             field="every_seconds",
+        )
+    start_at, end_at = values.get("start_at"), values.get("end_at")
+    if start_at is not None and end_at is not None and end_at <= start_at:
+        # Both inclusive: end_at == start_at would be one instant at most; a range that
+        # holds none is a client's mistake, not a schedule.
+        raise SchedulingError(
+            f"end_at must be after start_at ({iso_utc(start_at)}).", field="end_at"
         )
     if values.get("missed") not in MissedPolicy.values:
         raise SchedulingError("missed must be 'skip' or 'fire_last'.", field="missed")

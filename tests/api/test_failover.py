@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from unittest import mock
@@ -79,8 +80,17 @@ def test_settings_take_a_multi_host_url() -> None:
         "print(d['HOST'], d['PORT'], d['OPTIONS']['target_session_attrs'],"
         " d['OPTIONS']['connect_timeout'], d['CONN_HEALTH_CHECKS'])"
     )
-    url = "postgres://u@127.0.0.1:55433,127.0.0.1:55434/sendlater?target_session_attrs=read-write"
-    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "sendlater_site.settings"}
+    # The URL `make ha-up` prints for its default ports (scripts/ha.sh url starts nothing).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HA_")}
+    url = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "ha.sh"), "url"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    ports = re.findall(r":(\d+)", url.split("@", 1)[1].split("/", 1)[0])
+    env = {**env, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "sendlater_site.settings"}
     out = subprocess.run(
         [sys.executable, "-c", f"import django; django.setup(); {code}"],
         cwd=ROOT,
@@ -89,4 +99,5 @@ def test_settings_take_a_multi_host_url() -> None:
         text=True,
         check=True,
     ).stdout.split()
-    assert out == ["127.0.0.1,127.0.0.1", "55433,55434", "read-write", "5", "True"]
+    assert ports == ["25433", "25434"]
+    assert out == ["127.0.0.1,127.0.0.1", ",".join(ports), "read-write", "5", "True"]

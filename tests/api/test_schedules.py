@@ -125,8 +125,9 @@ def test_patch_pause_resume_delete(api) -> None:
         {"start_at": "2030-01-01T00:00:00Z", "end_at": "2029-01-01T00:00:00Z"},
         format="json",
     )
-    # An empty range is no error (the schema cannot order two fields): no instants.
-    assert bad_end.status_code == 200 and bad_end.json()["next_occurrences"] == []
+    # An empty range is refused, naming end_at (issue 30); the schedule is unchanged.
+    assert bad_end.status_code == 400 and list(error_of(bad_end)["fields"]) == ["end_at"]
+    assert api.get(f"{URL}/{sid}").json()["end_at"] is None
     assert api.post(f"{URL}/{sid}/pause").json()["paused"] is True
     assert api.post(f"{URL}/{sid}/resume").json()["paused"] is False
     assert api.delete(f"{URL}/{sid}").status_code == 204
@@ -150,3 +151,61 @@ def test_jobs_list_filters_by_schedule_id(api, team) -> None:
     assert [j["id"] for j in got] == [str(job.id)]
     assert got[0]["schedule_id"] == str(sid) and got[0]["scheduled_for"] == "2030-01-01T00:00:00Z"
     assert api.get(f"/api/v1/jobs/{job.id}").json()["schedule_id"] == str(sid)
+
+
+@pytest.mark.parametrize("after_start", [timedelta(0), timedelta(seconds=-1), timedelta(days=-3)])
+def test_end_at_not_after_start_at_is_a_400_naming_end_at(api, after_start) -> None:
+    start = (db_now() + timedelta(hours=1)).replace(microsecond=0)
+    end = start + after_start
+    response = create(api, every_seconds=600, start_at=iso(start), end_at=iso(end))
+    assert response.status_code == 400, response.json()
+    assert list(error_of(response)["fields"]) == ["end_at"], response.json()
+    assert not Schedule.objects.exists()
+
+
+def test_patch_end_at_not_after_the_schedules_start_at_is_a_400(api) -> None:
+    start = (db_now() + timedelta(hours=1)).replace(microsecond=0)
+    end = start + timedelta(hours=1)
+    sid = create(api, every_seconds=600, start_at=iso(start), end_at=iso(end)).json()["id"]
+    for change in (
+        {"end_at": iso(start)},
+        {"end_at": iso(start - timedelta(minutes=1))},
+        {"start_at": iso(end + timedelta(seconds=1))},
+        {"start_at": iso(end)},
+    ):
+        response = api.patch(f"{URL}/{sid}", change, format="json")
+        assert response.status_code == 400, (change, response.json())
+        assert list(error_of(response)["fields"]) == ["end_at"], response.json()
+    schedule = Schedule.objects.get(id=sid)
+    assert (schedule.start_at, schedule.end_at) == (start, end)
+    response = api.patch(f"{URL}/{sid}", {"end_at": None}, format="json")
+    assert response.status_code == 200, response.json()
+    response = api.patch(f"{URL}/{sid}", {"start_at": iso(end + timedelta(days=1))}, format="json")
+    assert response.status_code == 200, response.json()
+
+
+@pytest.mark.parametrize(
+    "cron",
+    [
+        "0 9 * * mon-fri",
+        "0 9 * * Mon-Fri,sun",
+        "0 9 31 1,3,5 *",
+        "0 9 31 jan,mar *",
+        "0 9 30 1-2 *",
+        "0 9 30,31 4,5 *",
+        "0 9 31 4 mon",  # either day: Mondays of April
+        "0 9 31,1 4 *",
+        "0 9 * */2 *",
+    ],
+)
+def test_cron_accepts_what_cron_accepts(api, cron) -> None:
+    response = create(api, cron=cron)
+    assert response.status_code == 201, response.json()
+    assert response.json()["next_occurrences"], cron
+
+
+@pytest.mark.parametrize("cron", ["0 9 31 4 *", "0 9 30 feb *", "0 9 31 2,4,6 *", "0 9 31 4-4 *"])
+def test_a_day_no_listed_month_has_is_a_400_naming_cron(api, cron) -> None:
+    response = create(api, cron=cron)
+    assert response.status_code == 400, response.json()
+    assert list(error_of(response)["fields"]) == ["cron"]

@@ -3,9 +3,10 @@
 Walks through the operator's jobs against pytest-django's live server, on
 whichever database the suite runs on: log in, spot the lagging shard, move it
 to another poller through the confirmation page, schedule a cutover from its
-preview, requeue a dead job; find the key with the most waiting jobs on the flow
-page, pause it with a reason and resume it. Screenshots go to the test's temporary folder, or to
-docs/screenshots/ with SENDLATER_UPDATE_SCREENSHOTS=1.
+preview, read a dead job's page and requeue it there; find the key with the most
+waiting jobs on the flow page, pause it with a reason and resume it. Screenshots go
+to the test's temporary folder, or to docs/screenshots/ with
+SENDLATER_UPDATE_SCREENSHOTS=1.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from django.db import connection
 from polling.models import ShardLease
 from scheduling import keys
 from scheduling.flow.models import FlowControl
-from scheduling.models import Bucket, Job, JobStatus, ShardCountSchedule
+from scheduling.models import Bucket, DeliveryAttempt, Job, JobStatus, ShardCountSchedule
 from scheduling.sharding.clock import db_now
 from scheduling.sharding.cutovers import cutover_earliest
 from tests.support.console import job_make, lagging
@@ -101,13 +102,43 @@ def test_operator_walkthrough(page, live_server, settings, tmp_path) -> None:
         job_make(team, shard=i % 64, due_at=ahead + timedelta(milliseconds=i))
     # Their bucket was recorded with 64 shards: it keeps them after the cutover.
     Bucket.objects.create(start=keys.bucket_of(ahead, 60), shard_count=64)
-    dead = job_make(team, shard=1, due_at=now - timedelta(hours=1), status=JobStatus.DEAD)
+    dead = job_make(
+        team,
+        shard=1,
+        due_at=now - timedelta(hours=1),
+        status=JobStatus.DEAD,
+        attempts=3,
+        metadata={"order": "A-1042"},
+    )
+    Job.objects.filter(id=dead.id).update(
+        target_kind="webhook", target="https://hooks.acme.example/orders"
+    )
+    for attempt, (result, code, error) in enumerate(
+        [
+            ("retry", 503, "upstream busy"),
+            ("retry", 502, "bad gateway"),
+            ("dead", None, "read timeout"),
+        ],
+        1,
+    ):
+        DeliveryAttempt.objects.create(
+            job=dead,
+            attempt=attempt,
+            started_at=now - timedelta(hours=1) + timedelta(seconds=30 * attempt**2),
+            duration_ms=120 * attempt,
+            result=result,
+            status_code=code,
+            error=error,
+            poller="p1",
+        )
     owner = ShardLease.objects.get(shard=5).owner
     target = "p2" if owner == "p1" else "p1"
     base = live_server.url
 
-    # Log in and find the lagging shard highlighted.
+    # Log in: the console names the product; then find the lagging shard highlighted.
     _login(page, base)
+    assert page.title().endswith("| sendlater console")
+    assert page.inner_text("#site-name") == "sendlater console"
     page.click("text=Lag dashboard")
     row = page.locator("#shard-5")
     assert "over-threshold" in (row.get_attribute("class") or "")
@@ -146,12 +177,24 @@ def test_operator_walkthrough(page, live_server, settings, tmp_path) -> None:
     assert "128" in page.inner_text("#schedule tr.future")
     assert ShardCountSchedule.objects.filter(shard_count=128, effective_from=start).exists()
 
-    # Requeue the dead job from the jobs changelist.
+    # The dead job: found in the list (which offers no delete), read on its compact
+    # page, requeued from there through the confirmation page.
     page.goto(f"{base}/admin/scheduling/job/?status__exact=dead")
-    page.check(f"input[name=_selected_action][value='{dead.id}']")
-    page.select_option("select[name=action]", "requeue_jobs")
-    page.click("button[name=index]")
-    assert "Requeued 1 job(s)" in page.inner_text(".messagelist")
+    actions = page.locator("select[name=action] option").all_inner_texts()
+    assert any("Requeue" in text for text in actions)
+    assert not any("Delete" in text for text in actions)
+    page.click(f"a[href*='{dead.id}']")
+    assert page.inner_text("#job-status").lower() == "dead"
+    assert page.locator("#job-timeline li.retry").count() == 2
+    assert page.locator("#job-timeline li.dead").count() == 1
+    assert page.locator("input[name=_save], a.deletelink").count() == 0
+    page.screenshot(path=str(shots / "job-page.png"), full_page=True)
+    page.click("#job-requeue_jobs")
+    assert f"job {dead.id} of team acme: dead" in page.inner_text("#confirm-objects")
+    page.fill("#id_reason", "browser test: receiver fixed")
+    page.click("#confirm-yes")
+    assert "Requeue jobs: 1 done." in page.inner_text(".messagelist")
+    assert page.inner_text("#job-status").lower() == "pending"
     assert Job.objects.get(id=dead.id).status == JobStatus.PENDING
     for poller in (p1, p2):
         poller.shutdown()

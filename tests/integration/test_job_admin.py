@@ -72,10 +72,16 @@ def test_actions_cancel_fire_now_and_requeue(admin_client, team) -> None:
     Job.objects.filter(id=dead.id).update(status=JobStatus.DEAD, attempts=10)
 
     def act(action: str, *jobs: Job):
+        """The changelist action, then its confirmation page (with what it showed)."""
         ids = [str(j.id) for j in jobs]
-        return admin_client.post(
-            "/admin/scheduling/job/", {"action": action, "_selected_action": ids}
+        confirm = admin_client.post(
+            "/admin/scheduling/job/", {"action": action, "_selected_action": ids, "index": 0}
         )
+        assert confirm.status_code == 200 and b"are you sure?" in confirm.content
+        seen = {f"seen_{obj.pk}": hidden for obj, _line, hidden in confirm.context["objects"]}
+        body = {"action": action, "_selected_action": ids, "post": "yes", "reason": "test"}
+        done = admin_client.post("/admin/scheduling/job/", {**body, **seen})
+        assert done.status_code == 302 and done["Location"] == "/admin/scheduling/job/"
 
     act("cancel_jobs", pending, dead)
     assert Job.objects.get(id=pending.id).status == JobStatus.CANCELED
