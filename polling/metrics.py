@@ -56,7 +56,8 @@ POLLER_ERRORS = Counter(
 
 
 class ShardLagCollector(Collector):
-    """Per-shard lag, due backlog, oldest due age and jobs in flight, read when scraped."""
+    """Per-shard lag, due backlog, oldest due age, jobs in flight and jobs held by flow
+    control, read when scraped (lag, backlog and oldest age leave the held out)."""
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         # Registration asks for the names; answering from collect() would query the
@@ -67,35 +68,33 @@ class ShardLagCollector(Collector):
         from polling.selectors import shard_lag_list
         from scheduling.clock import db_now
 
-        lag, backlog, oldest, in_flight = self._families()
+        lag, backlog, oldest, in_flight, held, held_oldest = self._families()
         for row in shard_lag_list(now=db_now()):
             label = [str(row.shard)]
             lag.add_metric(label, row.lag_seconds)
             backlog.add_metric(label, row.due_backlog)
             oldest.add_metric(label, row.oldest_due_age_seconds or 0.0)
             in_flight.add_metric(label, row.in_flight)
-        yield lag
-        yield backlog
-        yield oldest
-        yield in_flight
+            held.add_metric(label, row.held)
+            held_oldest.add_metric(label, row.held_oldest_age_seconds or 0.0)
+        yield from (lag, backlog, oldest, in_flight, held, held_oldest)
 
     @staticmethod
-    def _families() -> tuple[
-        GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily
-    ]:
+    def _families() -> tuple[GaugeMetricFamily, ...]:
         lag = GaugeMetricFamily(
             "sendlater_shard_lag_seconds",
-            "now - (checkpoint + W) while due jobs wait, per shard.",
+            "now - (checkpoint + W) while due jobs the service could send wait, per shard "
+            "(jobs held by flow control left out).",
             labels=["shard"],
         )
         backlog = GaugeMetricFamily(
             "sendlater_shard_due_backlog",
-            "Pending jobs already due and not in flight, per shard.",
+            "Pending jobs already due, not in flight and not held by flow control, per shard.",
             labels=["shard"],
         )
         oldest = GaugeMetricFamily(
             "sendlater_shard_oldest_due_age_seconds",
-            "Age of the oldest due pending job, per shard (0 when none).",
+            "Age of the oldest due pending job not held by flow control, per shard (0 when none).",
             labels=["shard"],
         )
         in_flight = GaugeMetricFamily(
@@ -103,7 +102,18 @@ class ShardLagCollector(Collector):
             "Jobs read by the shard's owner and not yet written back, per shard.",
             labels=["shard"],
         )
-        return lag, backlog, oldest, in_flight
+        held = GaugeMetricFamily(
+            "sendlater_shard_held_jobs",
+            "Due pending jobs held by flow control (a paused key, a key at its rate or "
+            "parallelism limit), per shard; per key: sendlater_flow_waiting_jobs.",
+            labels=["shard"],
+        )
+        held_oldest = GaugeMetricFamily(
+            "sendlater_shard_held_oldest_age_seconds",
+            "Age of the oldest due job held by flow control, per shard (0 when none).",
+            labels=["shard"],
+        )
+        return lag, backlog, oldest, in_flight, held, held_oldest
 
 
 def outcomes_export(results: Sequence[Result], written: Collection[UUID], now: datetime) -> None:
