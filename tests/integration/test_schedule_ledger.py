@@ -109,9 +109,12 @@ def test_a_stale_materializer_cannot_refire_a_pruned_occurrence(team) -> None:
     )
     assert all(live_counts(schedule)[i] == 1 for i in pruned)  # they did fire, once
     # The worst case for the stale plan: the row shows the very cursor and version it
-    # read (as after an operator put the cursor back), and its lease is still good.
+    # read (as after an operator put the cursor back), and its lease (owner, epoch) is
+    # still good: only the floor stands in its way.
     Schedule.objects.filter(id=schedule.id).update(next_at=stale.next_at, version=stale.version)
-    ShardLease.objects.filter(shard=shard).update(expires_at=base + timedelta(hours=2))
+    ShardLease.objects.filter(shard=shard).update(
+        owner="p1", epoch=stale.epoch, expires_at=base + timedelta(hours=2)
+    )
     assert occurrences_write_fenced(owner="p1", plans=[stale], now=base) == 0
     assert max(live_counts(schedule).values()) == 1
     # A fresh read plans from there again, leaving the instants before the floor out.
