@@ -26,8 +26,9 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
-from polling.sqlutil import fetch_all, is_postgres, placeholders, rowcount, to_uuid, uid
+from polling.sqlutil import fetch_all, is_postgres, placeholders, rowcount, to_dt, to_uuid, uid
 
 BATCH_SCHEDULES = 200  # schedules whose rows one DELETE prunes
 BUDGET_SECONDS = 0.25  # per call: the poller goes back to delivering
@@ -35,16 +36,19 @@ BUDGET_SECONDS = 0.25  # per call: the poller goes back to delivering
 # My shards' schedules with a floor, in id order from ``after`` (keyset pages).
 SCHEDULES_SQL = """
 WITH n (indices) AS (SELECT COUNT(*) FROM polling_shardlease)
-SELECT s.id FROM scheduling_schedule s, n
+SELECT s.id, s.ledger_floor FROM scheduling_schedule s, n
 WHERE s.id > %s AND s.ledger_floor IS NOT NULL AND n.indices > 0
   AND (s.shard_hash %% n.indices) IN ({shards})
 ORDER BY s.id LIMIT %s
 """
 # PostgreSQL: one index range of the ledger's primary key (schedule_id, scheduled_for)
-# per schedule, bounded by its floor: only the rows deleted are read.
+# per schedule, bounded by its floor as read with the ids (a floor never moves back,
+# so a floor read a moment ago is no later than the row's): only the rows deleted are
+# read. (A join with the schedule table instead lets the planner scan the ledger.)
 PRUNE_PG_SQL = """
-DELETE FROM scheduling_scheduleoccurrence o USING scheduling_schedule s
-WHERE s.id = ANY(%s::uuid[]) AND o.schedule_id = s.id AND o.scheduled_for < s.ledger_floor
+DELETE FROM scheduling_scheduleoccurrence o
+USING unnest(%s::uuid[], %s::timestamptz[]) AS v(schedule_id, floor)
+WHERE o.schedule_id = v.schedule_id AND o.scheduled_for < v.floor
 """
 PRUNE_SQLITE_SQL = """
 DELETE FROM scheduling_scheduleoccurrence WHERE schedule_id IN ({ids}) AND scheduled_for < (
@@ -61,15 +65,16 @@ class LedgerPruned:
     resume_after: uuid.UUID | None = None  # None: went through all of them
 
 
-def ledger_prune_batch(schedule_ids: Sequence[uuid.UUID]) -> int:
-    """Delete the ledger rows of ``schedule_ids`` before each one's floor; return how
-    many. One statement, no lock beyond its own rows (see the module docstring)."""
-    if not schedule_ids:
+def ledger_prune_batch(floors: Sequence[tuple[uuid.UUID, datetime]]) -> int:
+    """Delete the ledger rows of the schedules ``floors`` names before its floor (as
+    read from the schedule, or earlier); return how many. One statement, no lock
+    beyond its own rows (see the module docstring)."""
+    if not floors:
         return 0
     if is_postgres():
-        return rowcount(PRUNE_PG_SQL, [list(schedule_ids)])
-    sql = PRUNE_SQLITE_SQL.format(ids=placeholders(len(schedule_ids)))
-    return rowcount(sql, [uid(i) for i in schedule_ids])
+        return rowcount(PRUNE_PG_SQL, [[i for i, _ in floors], [f for _, f in floors]])
+    sql = PRUNE_SQLITE_SQL.format(ids=placeholders(len(floors)))
+    return rowcount(sql, [uid(i) for i, _ in floors])
 
 
 def ledger_prune(
@@ -88,12 +93,13 @@ def ledger_prune(
     position = after or FIRST_ID
     started = time.monotonic()
     while True:
-        ids = [to_uuid(r[0]) for r in fetch_all(sql, [uid(position), *sorted(shards), batch])]
-        report.schedules += len(ids)
-        report.deleted += ledger_prune_batch(ids)
-        if len(ids) < batch:
+        found = fetch_all(sql, [uid(position), *sorted(shards), batch])
+        floors = [(to_uuid(r[0]), to_dt(r[1])) for r in found]
+        report.schedules += len(floors)
+        report.deleted += ledger_prune_batch(floors)  # type: ignore[arg-type]
+        if len(floors) < batch:
             return report
-        position = ids[-1]
+        position = floors[-1][0]
         if time.monotonic() - started >= budget_seconds:
             report.resume_after = position
             return report
