@@ -113,10 +113,12 @@ def held_reasons(now: datetime) -> tuple[dict[FlowKey, str], dict[FlowKey, str]]
             "tat",
         )
     )
-    bounded = [f[0] for f in flows if f[7] is not None and not f[4]]
     slots: dict[int, int] = {}
-    if bounded:
-        live = FlowSlot.objects.filter(flow_id__in=bounded, expires_at__gt=now, slots__gt=0)
+    if any(f[7] is not None and not f[4] for f in flows):
+        # Joined, not a list of ids: thousands of keys are no thousands of parameters.
+        live = FlowSlot.objects.filter(
+            flow__parallelism__isnull=False, flow__paused=False, expires_at__gt=now, slots__gt=0
+        )
         slots = {
             row["flow_id"]: int(row["n"] or 0)
             for row in live.values("flow_id").annotate(n=Sum("slots"))
