@@ -4,6 +4,8 @@ Usage (from the repository root, PostgreSQL on 127.0.0.1:5432):
 
     .venv/bin/python bench/dashboard.py                  # 1,000,000 pending, 256 shards
     .venv/bin/python bench/dashboard.py --due-fraction 1 # every pending job already due
+    .venv/bin/python bench/dashboard.py --held-share 0.5 # half the due jobs held by flow
+                                                         # control (20 keys: paused, rate)
 
 Creates (drops and recreates) the database ``sendlater_bench_console``, loads the
 jobs with COPY (a share of them already due and lagging behind the checkpoints,
@@ -34,6 +36,14 @@ def parse() -> argparse.Namespace:
     parser.add_argument("-s", "--shards", type=int, default=256)
     parser.add_argument("--due-fraction", type=float, default=0.05, help="share already due")
     parser.add_argument("--delivered", type=int, default=50_000, help="delivered, last 30 min")
+    parser.add_argument(
+        "--held-share",
+        type=float,
+        default=0.0,
+        help="share of the due jobs whose flow-control key holds them (half paused, half "
+        "drawing a rate), spread over --held-keys keys",
+    )
+    parser.add_argument("--held-keys", type=int, default=20)
     parser.add_argument("--renders", type=int, default=15)
     parser.add_argument("--server", default="postgres://postgres@127.0.0.1:5432")
     parser.add_argument("--database", default="sendlater_bench_console")
@@ -74,12 +84,28 @@ def load(args: argparse.Namespace, now: datetime) -> None:
     ShardCheckpoint.objects.update(last_drained=keys.bucket_of(now - timedelta(minutes=12), 60))
     team = Team.objects.create(slug="bench", name="Bench")
     due_count = int(args.jobs * args.due_fraction)
+    held_count = int(due_count * args.held_share)
+    if held_count:
+        from scheduling.flow.models import FlowControl
+
+        FlowControl.objects.bulk_create(
+            FlowControl(
+                team=team,
+                key=f"held-{k}",
+                rate=None if k % 2 else 10,
+                paused=bool(k % 2),
+                tat=None if k % 2 else now + timedelta(minutes=5),  # drawing its rate
+                created_at=now,
+                updated_at=now,
+            )
+            for k in range(args.held_keys)
+        )
     rng = random.Random(7)
     buckets: set[datetime] = set()
     columns = (
         "id, team_id, due_at, bucket, shard, status, target_kind, target, payload, metadata,"
         " request_fingerprint, window_seconds, attempts, last_error, created_at, updated_at,"
-        " delivered_at"
+        " delivered_at, flow_control_key"
     )
     started = time.perf_counter()
     with (
@@ -117,6 +143,7 @@ def load(args: argparse.Namespace, now: datetime) -> None:
                     now,
                     now,
                     due + timedelta(seconds=rng.uniform(0, 30)) if delivered else None,
+                    f"held-{i % args.held_keys}" if i < held_count else None,
                 )
             )
     Bucket.objects.bulk_create(
@@ -192,7 +219,8 @@ def main() -> int:
         now = datetime.now(UTC)
         print(
             f"shards: {args.shards}  pending_jobs: {args.jobs}  "
-            f"due_now: {int(args.jobs * args.due_fraction)}  delivered_30min: {args.delivered}"
+            f"due_now: {int(args.jobs * args.due_fraction)}  delivered_30min: {args.delivered}  "
+            f"held_share: {args.held_share}"
         )
         load(args, now)
         render(args)

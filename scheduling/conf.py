@@ -77,3 +77,13 @@ def schedule_ahead() -> timedelta:
 def schedule_batch() -> int:
     """Schedules planned per fenced materialization statement."""
     return settings.SENDLATER_SCHEDULE_BATCH
+
+
+def schedule_ledger_keep() -> timedelta:
+    """How long ledger rows stay behind a schedule's cursor before they may be pruned."""
+    return timedelta(seconds=settings.SENDLATER_SCHEDULE_LEDGER_KEEP_SECONDS)
+
+
+def schedule_ledger_prune_seconds() -> float:
+    """How often a poller prunes its schedules' ledger rows (0: never)."""
+    return settings.SENDLATER_SCHEDULE_LEDGER_PRUNE_SECONDS

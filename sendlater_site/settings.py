@@ -369,6 +369,20 @@ if SENDLATER_SCHEDULE_AHEAD_SECONDS < 1 or SENDLATER_SCHEDULE_BATCH < 1:
     raise ImproperlyConfigured(
         "SENDLATER_SCHEDULE_AHEAD_SECONDS and SENDLATER_SCHEDULE_BATCH must be at least 1."
     )
+# The schedule ledger (one row per materialized occurrence) keeps this long behind each
+# schedule's cursor; each poller prunes its shards' schedules' older rows this often
+# (docs/schedules.md, "The ledger stays bounded"; 0 turns pruning off).
+SENDLATER_SCHEDULE_LEDGER_KEEP_SECONDS = env.int(
+    "SENDLATER_SCHEDULE_LEDGER_KEEP_SECONDS", default=3600
+)
+SENDLATER_SCHEDULE_LEDGER_PRUNE_SECONDS = env.float(
+    "SENDLATER_SCHEDULE_LEDGER_PRUNE_SECONDS", default=300
+)
+if SENDLATER_SCHEDULE_LEDGER_KEEP_SECONDS < 1 or SENDLATER_SCHEDULE_LEDGER_PRUNE_SECONDS < 0:
+    raise ImproperlyConfigured(
+        "SENDLATER_SCHEDULE_LEDGER_KEEP_SECONDS must be at least 1 and "
+        "SENDLATER_SCHEDULE_LEDGER_PRUNE_SECONDS at least 0."
+    )
 # On SIGTERM a poller finishes its batch; past this it exits anyway (code 1).
 SENDLATER_SHUTDOWN_GRACE_SECONDS = env.float("SENDLATER_SHUTDOWN_GRACE_SECONDS", default=30)
 # Sinks by target kind: dotted path of a class taking (concurrency=...).

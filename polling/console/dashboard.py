@@ -11,11 +11,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Case, Count, DateTimeField, F, Min, Q, Value, When
+from django.db.models import Count, Q
 from django.db.models.functions import TruncMinute
 
 from polling.models import Poller, PollerState, ShardCheckpoint, ShardLease
-from polling.reading.lag import ShardLag, shard_lag_seconds
+from polling.reading.held_backlog import HeldGroup, HeldKey, backlog_split, held_backlog
+from polling.reading.lag import ShardLag, due_backlog_rows, shard_figures
 from scheduling import conf as scheduling_conf
 from scheduling import keys
 from scheduling.jobs.inflight import in_flight_by_shard
@@ -34,6 +35,7 @@ SORT_KEYS = {
     "oldest": lambda r: r.oldest_due_age_seconds or 0.0,
     "delivered": lambda r: r.delivered_last_minute,
     "in_flight": lambda r: r.in_flight,
+    "held": lambda r: r.held,
 }
 
 
@@ -58,6 +60,8 @@ class Summary:
     pollers_alive: int
     pollers_total: int
     delivered_last_minute: int
+    total_held: int  # due jobs held by flow control (not in the backlog or the lag)
+    held_keys: int
 
 
 @dataclass(frozen=True)
@@ -75,33 +79,27 @@ class Dashboard:
     summary: Summary
     series: Series
     warnings: list[str] = field(default_factory=list)
+    held_keys: list[HeldKey] = field(default_factory=list)  # most held first
 
 
-def _due_pending(now: datetime):  # type: ignore[no-untyped-def]
-    # Bucket bound first: the pending partial index (bucket, shard, due_at) serves it,
-    # as an index-only scan when the query reads nothing else (COUNT(*), not COUNT(id)).
-    open_bucket = keys.bucket_of(now, scheduling_conf.bucket_seconds())
-    return Job.objects.filter(status=JobStatus.PENDING, bucket__lte=open_bucket, due_at__lte=now)
-
-
-def _backlog_rows(now: datetime, start: datetime) -> list[dict]:
+def _backlog_rows(now: datetime, start: datetime) -> tuple[list[dict], tuple[datetime, datetime]]:
     """Due pending rows grouped by ``(bucket, shard)``, buckets before ``start`` folded
     into one: a single pass over the pending index serves both the per-shard figures
     and the backlog history (its leading columns are exactly what is grouped).
     """
     width = scheduling_conf.bucket_seconds()
     first = keys.bucket_of(start, width)
-    folded = Case(
-        When(bucket__lt=first, then=Value(first - timedelta(seconds=width))),
-        default=F("bucket"),
-        output_field=DateTimeField(),
-    )
-    return list(
-        _due_pending(now)
-        .annotate(b=folded)
-        .values("b", "shard")
-        .annotate(depth=Count("*"), oldest=Min("due_at"))
-    )
+    fold = (first, first - timedelta(seconds=width))
+    return due_backlog_rows(now, fold=fold), fold
+
+
+def _less_held(rows: list[dict], held: list[HeldGroup], fold: tuple[datetime, datetime]) -> None:
+    """Take the held jobs out of ``rows``' depths (the history shows what could go)."""
+    counts: dict[tuple[datetime, int], int] = defaultdict(int)
+    for group in held:
+        counts[(fold[1] if group.bucket < fold[0] else group.bucket, group.shard)] += group.jobs
+    for row in rows:
+        row["depth"] = max(0, row["depth"] - counts.get((row["b"], row["shard"]), 0))
 
 
 def _series(now: datetime, start: datetime, backlog_rows: list[dict], total: int) -> Series:
@@ -148,12 +146,14 @@ def dashboard_build(*, now: datetime, threshold_seconds: float, sort: str = "sha
     )
     checkpoints = dict(ShardCheckpoint.objects.values_list("shard", "last_drained"))
     start = now.replace(second=0, microsecond=0) - (SERIES_MINUTES - 1) * MINUTE
-    backlog_rows = _backlog_rows(now, start)
-    backlog: dict[int, dict] = {}
-    for row in backlog_rows:
-        shard = backlog.setdefault(row["shard"], {"depth": 0, "oldest": row["oldest"]})
-        shard["depth"] += row["depth"]
-        shard["oldest"] = min(shard["oldest"], row["oldest"])
+    backlog_rows, fold = _backlog_rows(now, start)
+    held = held_backlog(now=now, open_bucket=keys.bucket_of(now, width))
+    backlog = backlog_split(
+        ((r["b"], r["shard"], r["depth"], r["oldest"]) for r in backlog_rows),
+        held.groups,
+        fold=fold,
+    )
+    _less_held(backlog_rows, held.groups, fold)
     delivered_now = dict(
         Job.objects.filter(status=JobStatus.DELIVERED, delivered_at__gte=now - MINUTE)
         .values("shard")
@@ -173,17 +173,10 @@ def dashboard_build(*, now: datetime, threshold_seconds: float, sort: str = "sha
     in_flight = in_flight_by_shard()
     rows: list[ShardRow] = []
     for lease_id, shard, owner, epoch, expires_at, pinned_to in leases:
-        found = backlog.get(shard)
-        depth = found["depth"] if found else 0
-        oldest = found["oldest"] if found else None
-        # The selector's formula, not shard_lag_list itself: the one backlog pass
+        # The selector's figures, not shard_lag_list itself: the one backlog pass
         # above also feeds the series, and the console needs the lease ids.
-        lag = shard_lag_seconds(
-            depth=depth,
-            checkpoint=checkpoints.get(shard),
-            oldest=oldest,
-            now=now,
-            width_seconds=width,
+        figures = shard_figures(
+            backlog.get(shard), checkpoints.get(shard), in_flight.get(shard, 0), now, width
         )
         rows.append(
             ShardRow(
@@ -194,12 +187,10 @@ def dashboard_build(*, now: datetime, threshold_seconds: float, sort: str = "sha
                 expires_at=expires_at,
                 pinned_to=pinned_to,
                 checkpoint=checkpoints.get(shard),
-                lag_seconds=lag,
-                due_backlog=max(0, depth - in_flight.get(shard, 0)),
-                oldest_due_age_seconds=(now - oldest).total_seconds() if oldest else None,
                 in_flight=in_flight.get(shard, 0),
+                over_threshold=figures["lag_seconds"] > threshold_seconds,
+                **figures,
                 delivered_last_minute=delivered_now.get(shard, 0),
-                over_threshold=lag > threshold_seconds,
                 raw_owner=owner,
             )
         )
@@ -215,6 +206,8 @@ def dashboard_build(*, now: datetime, threshold_seconds: float, sort: str = "sha
         pollers_alive=pollers["alive"],
         pollers_total=pollers["total"],
         delivered_last_minute=sum(delivered_now.values()),
+        total_held=sum(k.jobs for k in held.keys),
+        held_keys=len(held.keys),
     )
     key = sort.removeprefix("-")
     rows.sort(key=SORT_KEYS.get(key, SORT_KEYS["shard"]), reverse=sort.startswith("-"))
@@ -233,4 +226,5 @@ def dashboard_build(*, now: datetime, threshold_seconds: float, sort: str = "sha
         summary=summary,
         series=_series(now, start, backlog_rows, total),
         warnings=warnings,
+        held_keys=held.keys,
     )

@@ -36,8 +36,10 @@ COLUMNS = [
     ("backlog", "Due backlog"),
     ("oldest", "Oldest due (s)"),
     ("in_flight", "In flight"),
+    ("held", "Held"),
     ("delivered", "Delivered last min"),
 ]
+HELD_KEYS_SHOWN = 20  # the flow-control page lists them all
 
 
 def _context(request: HttpRequest, title: str, **extra: Any) -> dict[str, Any]:
@@ -64,6 +66,7 @@ def _display(row: ShardRow) -> dict[str, Any]:
         "backlog": str(row.due_backlog),
         "oldest": f"{oldest:.0f}" if oldest is not None else "—",
         "in_flight": str(row.in_flight),
+        "held": str(row.held),
         "delivered": str(row.delivered_last_minute),
         "expires": row.expires_at.strftime("%H:%M:%S") if row.expires_at else "—",
         "pin": row.pinned_to or "",
@@ -94,6 +97,20 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
             "Lag dashboard",
             data=data,
             rows=[_display(r) for r in data.rows],
+            held_keys=[
+                {
+                    "team": k.team,
+                    "key": k.key,
+                    "reason": k.reason,
+                    "jobs": k.jobs,
+                    "oldest_age": f"{(data.now - k.oldest).total_seconds():.0f}"
+                    if k.oldest
+                    else "—",
+                    "shards": k.shards,
+                }
+                for k in data.held_keys[:HELD_KEYS_SHOWN]
+            ],
+            held_keys_rest=max(0, len(data.held_keys) - HELD_KEYS_SHOWN),
             columns=columns,
             sort=sort,
             can_move=can_move(request.user),

@@ -320,7 +320,7 @@ class Poller:
                 self.pump.settle()
             return False
         now = self._now()
-        self.upkeep.run(now)
+        self.upkeep.run(now, shards=sorted(self.leases))
         if time.monotonic() >= self._next_sweep:
             self._next_sweep = time.monotonic() + self.sweep_every
             sweep_stranded(owner=self.name, now=now, width=self.width)

@@ -10,7 +10,10 @@ Exactly-once per (schedule, instant) rests on two things, both in one transactio
 
 1. a compare-and-set of the schedule's cursor ``(next_at, version)``, fenced on my
    lease of its shard: a poller that lost the lease, a planner that raced another,
-   or one that read the row before an API change (pause, PATCH) writes nothing;
+   or one that read the row before an API change (pause, PATCH) writes nothing; nor
+   does a plan holding an instant before the schedule's ``ledger_floor`` (the rows
+   before it may be pruned: ``polling.upkeep.ledger_prune``), and plans leave such instants
+   out;
 2. the ledger ``scheduling_scheduleoccurrence`` with its unique key
    ``(schedule_id, scheduled_for)``: rows are inserted ON CONFLICT DO NOTHING and a
    job is written only for the ledger rows this statement inserted.
@@ -87,16 +90,19 @@ class Plan:
     expires_after_seconds: int | None
     flow_control_key: str | None = None  # copied to every occurrence
     payload_json: str = ""  # compact JSON, encoded once for all the schedule's jobs
+    # The ledger floor after this plan: min(cursor, now - ledger keep), never lowered.
+    floor: datetime | None = None
 
 
 # S, the shard indices in use, is the number of lease rows (``0 .. max(S) - 1``);
 # each row carries it (column 18) so the poller needs no second statement. Column 19:
-# the flow-control key each occurrence carries.
+# the flow-control key each occurrence carries; 20: the ledger floor.
 DUE_SQL = """
 WITH n (indices) AS (SELECT COUNT(*) FROM polling_shardlease)
 SELECT s.id, s.team_id, s.cron, s.every_seconds, s.timezone, s.target_kind, s.target,
     s.payload, s.metadata, s.window_seconds, s.expires_after_seconds, s.start_at, s.end_at,
-    s.anchor_at, s.missed, s.next_at, s.version, s.shard_hash, n.indices, s.flow_control_key
+    s.anchor_at, s.missed, s.next_at, s.version, s.shard_hash, n.indices, s.flow_control_key,
+    s.ledger_floor
 FROM scheduling_schedule s, n
 WHERE s.paused = %s AND s.next_at IS NOT NULL AND s.next_at <= %s AND n.indices > 0
   AND (s.shard_hash %% n.indices) IN ({shards})
@@ -116,7 +122,10 @@ def plan(row: Sequence[Any], *, epoch: int, shard: int, now: datetime, until: da
     """The instants of one schedule row up to ``until``, and its next cursor.
 
     Instants before ``now - MISSED_GRACE`` are missed: ``skip`` drops them,
-    ``fire_last`` keeps the latest one (if the cursor had not passed it).
+    ``fire_last`` keeps the latest one (if the cursor had not passed it). Instants
+    before the ledger floor are left out: their ledger rows may be pruned, so they
+    cannot be told apart from instants already fired (the cursor only comes back
+    there after a pause, which goes by the missed policy anyway).
     """
     (sid, team_id, cron, every, tz, kind, target, payload, metadata, window, expires) = row[:11]
     start_at, end_at, anchor_at, missed, next_at, version = (
@@ -151,6 +160,11 @@ def plan(row: Sequence[Any], *, epoch: int, shard: int, now: datetime, until: da
             new_next = instant
             break
         instants.append(instant)
+    floor = to_dt(row[20])
+    if floor is not None:
+        instants = [i for i in instants if i >= floor]
+    keep_until = now - conf.schedule_ledger_keep()
+    new_floor = min(next_at, keep_until)
     return Plan(
         schedule_id=to_uuid(sid),
         team_id=int(team_id),
@@ -168,6 +182,7 @@ def plan(row: Sequence[Any], *, epoch: int, shard: int, now: datetime, until: da
         window_seconds=int(window),
         expires_after_seconds=expires,
         flow_control_key=row[19],
+        floor=new_floor if floor is None else max(floor, new_floor),
     )
 
 
@@ -211,15 +226,22 @@ def schedules_materialize(*, owner: str, leases: Mapping[int, int], now: datetim
 # each value (2,000 schedules: ~60 ms of Python saved a statement).
 _ADVANCE_ARRAYS = (
     "SELECT * FROM unnest(%s::uuid[], %s::int[], %s::bigint[], %s::timestamptz[],"
-    " %s::bigint[], %s::timestamptz[], %s::timestamptz[])"
+    " %s::bigint[], %s::timestamptz[], %s::timestamptz[], %s::timestamptz[],"
+    " %s::timestamptz[])"
 )
+# The ledger floor: a plan whose first instant lies before it writes nothing (its
+# ledger row may be gone), and the floor moves up to the plan's, never back.
 ADVANCE_SQL = (
     """
-WITH v (v_id, v_shard, v_epoch, v_next, v_version, v_new_next, v_last) AS ({rows})
+WITH v (v_id, v_shard, v_epoch, v_next, v_version, v_new_next, v_last, v_first, v_floor)
+  AS ({rows})
 UPDATE scheduling_schedule AS s SET next_at = v.v_new_next{ts},
-    last_occurrence_at = COALESCE(v.v_last{ts}, s.last_occurrence_at), updated_at = %s
+    last_occurrence_at = COALESCE(v.v_last{ts}, s.last_occurrence_at), updated_at = %s,
+    ledger_floor = CASE WHEN s.ledger_floor IS NULL OR s.ledger_floor < v.v_floor{ts}
+        THEN v.v_floor{ts} ELSE s.ledger_floor END
 FROM v
 WHERE s.id = v.v_id AND s.next_at = v.v_next{ts} AND s.version = v.v_version AND s.paused = %s
+  AND (s.ledger_floor IS NULL OR v.v_first IS NULL OR v.v_first{ts} >= s.ledger_floor)
   AND """
     + LEASE_FENCE.format(shard="v.v_shard", epoch="v.v_epoch")
     + """
@@ -258,6 +280,8 @@ def _advance(owner: str, plans: Sequence[Plan], now: datetime) -> set[uuid.UUID]
             _array([str(p.version) for p in plans]),
             _array([_iso(p.new_next) for p in plans]),
             _array([_iso(max(p.instants)) if p.instants else "NULL" for p in plans]),
+            _array([_iso(min(p.instants)) if p.instants else "NULL" for p in plans]),
+            _array([_iso(p.floor) for p in plans]),
         ]
         sql = ADVANCE_SQL.format(rows=_ADVANCE_ARRAYS, ts="")
         moved = fetch_all(sql, [*params, dt(now), False, owner, dt(now)])
@@ -272,6 +296,8 @@ def _advance(owner: str, plans: Sequence[Plan], now: datetime) -> set[uuid.UUID]
                 p.version,
                 dt(p.new_next),
                 dt(max(p.instants)) if p.instants else None,
+                dt(min(p.instants)) if p.instants else None,
+                dt(p.floor),
             )
             for p in plans
         ]

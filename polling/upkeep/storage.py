@@ -1,16 +1,21 @@
 """Storage upkeep a poller runs between batches: partitions ahead and retention.
 
 Partitions ahead every SENDLATER_PARTITION_CHECK_SECONDS; retention every
-SENDLATER_PRUNE_SECONDS (one poller at a time, under an advisory lock). A failure
-is logged and retried next period; it never costs the poller a lease.
+SENDLATER_PRUNE_SECONDS (one poller at a time, under an advisory lock); the schedule
+ledger of the poller's own shards every SENDLATER_SCHEDULE_LEDGER_PRUNE_SECONDS
+(``polling.upkeep.ledger_prune``, a slice at a time). A failure is logged and retried next
+period; it never costs the poller a lease.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
+from collections.abc import Sequence
 from datetime import datetime
 
+from polling.upkeep.ledger_prune import ledger_prune
 from scheduling import conf as scheduling_conf
 from scheduling.storage.partitions import partitions_ensure_step
 from scheduling.storage.retention import retention_prune
@@ -32,9 +37,11 @@ class StorageUpkeep:
         self.poll_interval = poll_interval
         self._next_partition_check = 0.0
         self._next_prune = 0.0
+        self._next_ledger_prune = 0.0
+        self._ledger_after: uuid.UUID | None = None  # where the last slice stopped
 
-    def run(self, now: datetime) -> None:
-        """Do what is due at database time ``now``.
+    def run(self, now: datetime, *, shards: Sequence[int] = ()) -> None:
+        """Do what is due at database time ``now`` (``shards``: the poller's own).
 
         Partitions are created nearest first, a few per call within a tenth of the
         lease (each in its own short transaction that gives way to locks); while
@@ -51,6 +58,28 @@ class StorageUpkeep:
         if every > 0 and mono >= self._next_prune:
             self._next_prune = mono + every
             self._prune(now)
+        every = scheduling_conf.schedule_ledger_prune_seconds()
+        if every > 0 and shards and mono >= self._next_ledger_prune:
+            self._prune_ledger(shards)
+            # A slice left some: the next one after a poll interval, else next period.
+            wait = self.poll_interval if self._ledger_after is not None else every
+            self._next_ledger_prune = mono + wait
+
+    def _prune_ledger(self, shards: Sequence[int]) -> None:
+        try:
+            report = ledger_prune(shards=shards, after=self._ledger_after)
+        except Exception:
+            logger.exception("poller %s: schedule ledger retention failed", self.owner)
+            self._ledger_after = None
+            return
+        self._ledger_after = report.resume_after
+        if report.deleted:
+            logger.info(
+                "poller %s: schedule ledger: %s rows pruned (%s schedules)",
+                self.owner,
+                report.deleted,
+                report.schedules,
+            )
 
     def _partitions_ahead(self, now: datetime) -> int:
         """Create some missing partitions; return how many are still missing."""

@@ -50,6 +50,10 @@ class Schedule(models.Model):
     shard_hash = models.BigIntegerField()
     next_at = models.DateTimeField(null=True, blank=True)
     version = models.BigIntegerField(default=1)
+    # The ledger floor: no plan writes an instant before it (the cursor's
+    # compare-and-set checks it), so the ledger rows before it can go (upkeep prunes
+    # them, ``polling.upkeep.ledger_prune``). Only the planner moves it, never back.
+    ledger_floor = models.DateTimeField(null=True, blank=True)
     # The latest instant materialized (the admin's "last planned").
     last_occurrence_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()
@@ -79,7 +83,8 @@ class Schedule(models.Model):
 
 
 class ScheduleOccurrence(models.Model):
-    """The ledger: one row per (schedule, instant) ever materialized, and its job.
+    """The ledger: one row per (schedule, instant) materialized at or after the
+    schedule's ``ledger_floor``, and its job (rows before the floor are pruned).
 
     Its unique key makes materialization idempotent: the planner inserts ledger rows
     with ON CONFLICT DO NOTHING and writes a job only for the rows it inserted. Kept
