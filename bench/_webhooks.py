@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -96,3 +97,18 @@ def webhook_bench(
 
         connections.close_all()
         drop()
+
+
+def deferrals_written(ports: list[int]) -> int:
+    """Deferred outcomes the pollers wrote back (their ``sendlater_deliveries_total``)."""
+    total = 0.0
+    for port in ports:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as rsp:
+                text = rsp.read().decode()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith('sendlater_deliveries_total{result="deferred"}'):
+                total += float(line.split()[-1])
+    return int(total)

@@ -28,8 +28,12 @@ webhook sink:
 
 Prints ``name[shape,P=p]: value unit`` lines: delivered_per_second, lag_p50/p99/max
 (seconds, at the receiver), lost, duplicates, early, poller_peak_rss_mb and
-ratio_to_raw (delivered_per_second over the raw reference's requests/s). Everything
-it starts is stopped and the database is dropped.
+ratio_to_raw (delivered_per_second over the raw reference's requests/s),
+deferral_writes (deferred outcomes written back, from the pollers' metrics) and
+cpu_us_per_delivered for the pollers, their transport processes, the database's
+backends and the receiver (read from /proc from the due instant to the end of the
+run); for the raw reference, raw_cpu_us_per_request of the client and of the
+receiver under it. Everything it starts is stopped and the database is dropped.
 """
 
 from __future__ import annotations
@@ -49,7 +53,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._webhooks import pollers_stop, request_read, webhook_bench  # noqa: E402
+from bench._cpu import CpuGroups, children_of, cmdline, postgres_pids  # noqa: E402
+from bench._webhooks import (  # noqa: E402
+    deferrals_written,
+    pollers_stop,
+    request_read,
+    webhook_bench,
+)
 from bench.burst import peak_rss_mb  # noqa: E402
 
 RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: text/plain\r\n\r\nok"
@@ -164,13 +174,29 @@ async def raw_client(hosts: list[str], port: int, n: int, conns: int) -> None:
     await asyncio.gather(*(worker(hosts[i % len(hosts)]) for i in range(conns)))
 
 
-def raw_rate(hosts: list[str], port: int, n: int) -> float:
+def raw_rate(hosts: list[str], port: int, n: int, tag: str) -> float:
+    """Requests/s of the raw client; prints its CPU and the receiver's per request."""
     receiver_get(port, "/reset")
+    cpu = CpuGroups({"raw_client": lambda: [os.getpid()], "receiver": receiver_pids})
+    cpu.start()
     started = time.perf_counter()
     asyncio.run(raw_client(hosts, port, n, 32))
     rate = n / (time.perf_counter() - started)
+    seconds = cpu.stop()
     receiver_get(port, "/reset")
+    for name, spent in seconds.items():
+        print(f"raw_cpu_us_per_request[{tag},{name}]: {spent * 1e6 / n:.1f} us")
     return rate
+
+
+def receiver_pids() -> list[int]:
+    """The receiver: this process's spawned child that is not a poller."""
+    pollers = {child.pid for child in _children}
+    return [
+        pid
+        for pid in children_of(os.getpid())
+        if pid not in pollers and "spawn_main" in cmdline(pid)
+    ]
 
 
 # --- the shapes ------------------------------------------------------------------------
@@ -207,9 +233,9 @@ def main() -> int:
         children=_children,
     ):
         time.sleep(0.5)
-        one = raw_rate(["127.0.0.1"], args.port, args.raw_requests)
+        one = raw_rate(["127.0.0.1"], args.port, args.raw_requests, "one receiver")
         print(f"raw_requests_per_second[one receiver]: {one:.0f} req/s")
-        eight = raw_rate(FAST_HOSTS, args.port, args.raw_requests)
+        eight = raw_rate(FAST_HOSTS, args.port, args.raw_requests, "seven receivers")
         print(f"raw_requests_per_second[seven receivers]: {eight:.0f} req/s")
         counts = [int(p) for p in args.pollers.split(",")]
         shapes = args.shapes.split(",")
@@ -273,10 +299,24 @@ def run(
         job_schedule_many(team=team, specs=specs)
     expected_fast = sum(1 for i in range(jobs) if i % len(urls) < fast)
     env = dict(os.environ)
+    metrics_ports = [args.port + 100 + i for i in range(pollers)]
     for i in range(pollers):
         cmd = [sys.executable, str(ROOT / "manage.py"), "runpoller", "--name", f"wh-{shape}-{i}"]
         cmd += ["--batch-size", str(args.batch_size), "--poll-interval", "0.2"]
+        cmd += ["--metrics-port", str(metrics_ports[i])]
         _children.append(subprocess.Popen(cmd, cwd=ROOT, env=env))
+    poller_pids = [child.pid for child in _children]
+    cpu = CpuGroups(
+        {
+            "pollers": lambda: poller_pids,
+            "transports": lambda: [c for pid in poller_pids for c in children_of(pid)],
+            "postgres": postgres_pids,
+            "receiver": receiver_pids,
+        }
+    )
+    time.sleep(max(0.0, first.timestamp() - time.time()))  # CPU from the due instant on
+    cpu.start()
+    received = receiver_get(args.port, "/stats").get("unique", 0)
     deadline = time.monotonic() + args.timeout + lead
     stats: dict = {}
     while time.monotonic() < deadline:
@@ -284,10 +324,18 @@ def run(
         stats = receiver_get(args.port, "/stats")
         if stats.get("fast", {}).get("n", 0) >= expected_fast:
             break
+    seconds = cpu.stop()
+    sent = stats.get("unique", 0) - received
+    deferred = deferrals_written(metrics_ports)
     rss = max(peak_rss_mb(child.pid) for child in _children)
     pollers_stop(_children)
     stats = receiver_get(args.port, "/stats")
     report(shape, pollers, jobs, expected_fast, first, stats, rss, raw)
+    tag = f"[{shape},P={pollers}]"
+    share = deferred / max(1, stats.get("unique", 0))
+    print(f"deferral_writes{tag}: {deferred} jobs ({share:.2%} of delivered)")
+    for name, spent in seconds.items():
+        print(f"cpu_us_per_delivered{tag}[{name}]: {spent * 1e6 / max(1, sent):.1f} us")
 
 
 def report(
