@@ -73,6 +73,15 @@ async function scratchDatabase(): Promise<{ url: string; drop: () => Promise<voi
 
 export async function startService(): Promise<Service> {
   const database = await scratchDatabase();
+  try {
+    return await serveOn(database);
+  } catch (error) {
+    await database.drop(); // nothing left behind by a start that failed
+    throw error;
+  }
+}
+
+async function serveOn(database: { url: string; drop: () => Promise<void> }): Promise<Service> {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     DATABASE_URL: database.url,
@@ -106,7 +115,12 @@ export async function startService(): Promise<Service> {
     log = (log + chunk.toString()).slice(-20_000);
   });
   const baseUrl = `http://${bind}`;
-  await waitUntilServing(baseUrl, child, () => log);
+  try {
+    await waitUntilServing(baseUrl, child, () => log);
+  } catch (error) {
+    await stopGroup(child);
+    throw error;
+  }
   return {
     baseUrl,
     apiKey,
