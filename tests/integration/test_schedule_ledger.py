@@ -14,7 +14,12 @@ from polling.upkeep.ledger_prune import ledger_prune
 from polling.upkeep.schedules import occurrences_write_fenced, plan, schedules_due
 from scheduling.jobs.deadletters import job_requeue
 from scheduling.models import Job, JobStatus, Schedule, ScheduleOccurrence
-from scheduling.schedules.services import ScheduleSpec, schedule_create, schedule_pause, schedule_resume
+from scheduling.schedules.services import (
+    ScheduleSpec,
+    schedule_create,
+    schedule_pause,
+    schedule_resume,
+)
 from tests.support.pollers import RecordingSink, future_base, poller_build
 
 pytestmark = pytest.mark.django_db
