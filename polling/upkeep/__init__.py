@@ -1,3 +1,4 @@
 """Periodic duties a poller runs between reads, one module a duty: partitions ahead
 and retention (``storage``), recurring schedules materialized as jobs
-(``schedules``). Imports ``common`` and ``ownership``."""
+(``schedules``), the schedules' occurrence ledger pruned behind each floor
+(``ledger_prune``). Imports ``common`` and ``ownership``."""
