@@ -157,7 +157,7 @@ class WindowStub:
         return self.window - self.in_flight
 
     def send_due(self, now: datetime) -> None:
-        pass
+        """Nothing of this window waits for a rate slot."""
 
     def seconds_to_write(self) -> float | None:
         return 0.0
