@@ -19,24 +19,9 @@ from polling.console.actions import (
 from polling.console.jobs import ConsoleJobAdmin
 from polling.console.schedules import ScheduleAdmin
 from polling.models import Poller, ShardCheckpoint, ShardLease
+from scheduling.console.readonly import ReadOnlyAdmin
 from scheduling.flow.models import FlowControl
 from scheduling.models import Job, Schedule
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Lease and checkpoint rows change only through polling.reading.take (fenced)."""
-
-    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
-        return [f.name for f in self.model._meta.fields]
-
-    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        return False
 
 
 @admin.register(Poller)

@@ -21,6 +21,7 @@ from django.http import HttpRequest
 
 from scheduling import conf, keys
 from scheduling.console.paginators import EstimatedCountPaginator
+from scheduling.console.readonly import ReadOnlyAdmin
 from scheduling.jobs.selectors import job_filter_metadata
 from scheduling.models import Job, Team
 from scheduling.sharding.clock import db_now
@@ -82,7 +83,7 @@ def job_search(queryset: QuerySet[Job], term: str) -> QuerySet[Job]:
     return queryset.filter(match)
 
 
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(ReadOnlyAdmin):
     """Read-only rows: a job changes only through the services (cancel, fire now,
     reschedule, requeue: the console's actions, polling.console.jobs) and is never
     deleted by hand (retention drops it with its partition)."""
@@ -100,19 +101,3 @@ class JobAdmin(admin.ModelAdmin):
 
     def get_search_results(self, request, queryset, search_term):  # type: ignore[no-untyped-def]
         return job_search(queryset, search_term), False
-
-    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
-        # Jobs change only through services (bucket, shard and claims are derived).
-        return [f.name for f in Job._meta.fields]
-
-    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        # No form save: Model.save() would write every column over a poller's write-back.
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        # A delete would bypass job_cancel (its in-flight lock order) and the audit entry,
-        # and erase the history a team may ask about. No Delete button, no "Delete selected".
-        return False
