@@ -110,9 +110,14 @@ def test_a_shard_reader_plans_oldest_bucket_first_and_reads_into_the_window(team
     _keeper, pipeline, reader = reader_build("r", now)
     plan = reader.plan(now)
     assert [bucket for bucket, _ in plan] == sorted(bucket for bucket, _ in plan)
-    assert {(j.bucket, j.shard) for j in jobs} == set(plan)
+    # One entry a shard: its oldest bucket with a due job (two of the jobs may share a shard).
+    oldest: dict[int, datetime] = {}
+    for job in jobs:
+        oldest[job.shard] = min(job.bucket, oldest.get(job.shard, job.bucket))
+    assert {(bucket, shard) for shard, bucket in oldest.items()} == set(plan)
+    planned = sum(1 for j in jobs if (j.bucket, j.shard) in set(plan))
     read = sum(reader.read(bucket, shard, 10) for bucket, shard in plan)
-    assert read == 3 and pipeline.in_flight == 3
+    assert read == planned and pipeline.in_flight == planned
     assert InFlightBatch.objects.count() == len(plan)
     # Read again: the cursor passes over what is in flight.
     assert sum(reader.read(bucket, shard, 10) for bucket, shard in plan) == 0
