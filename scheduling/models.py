@@ -130,6 +130,9 @@ class Job(models.Model):
     scheduled_for = models.DateTimeField(null=True, blank=True)
     # Flow control (``scheduling.flow``): the team's key whose limits this job obeys.
     flow_control_key = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001 (NULL = none)
+    # The W3C trace context the job was created in (``scheduling.tracing``): its
+    # traceparent, then after a space its tracestate. NULL: none (tracing off and none sent).
+    trace_context = models.TextField(null=True, blank=True)  # noqa: DJ001 (NULL = none)
 
     class Meta:
         # No unique key but the primary key: on PostgreSQL the table is partitioned

@@ -49,6 +49,8 @@ class ClaimedJob:
     flow: int = 0
     send_at: datetime | None = None
     send_gap: float = 0.0  # seconds between the key's slots (a late job keeps them apart)
+    # The W3C trace context the job keeps (``scheduling.tracing``; None: none).
+    trace_context: str | None = None
 
 
 @dataclass(slots=True)  # not frozen, as ClaimedJob

@@ -24,10 +24,11 @@ from django.conf import settings
 from polling.common.database_time import DB_TIME
 from polling.dispatch.base import ClaimedJob, Done, Outcome, deliver_all
 from polling.dispatch.hostguard import HostGuard
+from polling.dispatch.spans import delivery_headers, delivery_span
 from polling.dispatch.team_secrets import SecretsLookup, team_signing_secrets
 from polling.dispatch.transport import Outgoing, Reply, TransportProcess
 from polling.ownership.renewer import PROGRESS
-from scheduling import conf
+from scheduling import conf, tracing
 from scheduling.sharding.clock import iso_utc
 
 logger = logging.getLogger(__name__)
@@ -133,8 +134,9 @@ class WebhookSink:
         self.transport = TransportProcess(config=config, on_replies=self._on_replies)
         self._tokens = itertools.count()
         self._lock = threading.Lock()
-        # token -> (job, done, when signed: database time, monotonic time)
-        self._pending: dict[int, tuple[ClaimedJob, Done, datetime, float]] = {}
+        # token -> (job, done, when signed: database time, monotonic time, the span id
+        # its traceparent announced: 0 for none)
+        self._pending: dict[int, tuple[ClaimedJob, Done, datetime, float, int]] = {}
 
     def submit(self, jobs: Sequence[ClaimedJob], done: Done) -> None:
         if not jobs:
@@ -142,6 +144,7 @@ class WebhookSink:
         secrets = self.secrets_for({job.team_id for job in jobs})
         signed_at = self.clock()  # the database's clock (receivers check it, +-5 min)
         signed_mono = time.monotonic()
+        traced = tracing.TRACER is not None  # off: nothing of tracing per job
         batch: list[Outgoing] = []
         pending = []
         for job in jobs:
@@ -150,10 +153,13 @@ class WebhookSink:
                 done(job, Outcome(job.id, "retry", error="team has no signing secret"))
                 continue
             token = next(self._tokens)
-            pending.append((token, (job, done, signed_at, signed_mono)))
+            headers, span_id = _HEADERS, 0
+            if traced and job.trace_context:  # this attempt's own span in the job's trace
+                headers, span_id = delivery_headers(job, _HEADERS)
+            pending.append((token, (job, done, signed_at, signed_mono, span_id)))
             batch.append(
                 Outgoing(
-                    token, job.target, str(job.id), request_body(job), _HEADERS, keys, signed_at
+                    token, job.target, str(job.id), request_body(job), headers, keys, signed_at
                 )
             )
         if not batch:
@@ -181,12 +187,14 @@ class WebhookSink:
         for entry, reply in entries:
             if entry is None:
                 continue
-            job, done, signed_at, signed_mono = entry
+            job, done, signed_at, signed_mono, span_id = entry
             outcome = self._outcome(job, reply)
             outcome.started_at = signed_at + timedelta(
                 seconds=max(0.0, reply.started - signed_mono)
             )
             outcome.duration_seconds = max(0.0, reply.finished - reply.started)
+            if span_id:
+                delivery_span(job, outcome, span_id)
             done(job, outcome)
 
     def _outcome(self, job: ClaimedJob, reply: Reply) -> Outcome:

@@ -34,6 +34,7 @@ from datetime import datetime, timedelta
 
 from polling import metrics
 from polling.common.failpoints import failpoint
+from polling.dispatch import spans
 from polling.dispatch.base import ClaimedJob, Outcome, is_pipelined
 from polling.flow.admission import slots_give
 from polling.flow.gate import FlowGate
@@ -282,6 +283,7 @@ class Pipeline:
         self._ready_jobs, self._ready_outcomes, self._expired = [], [], []
         self._ready_since = None
         failpoint("after_dispatch")  # fault tests: crash between delivery and write-back
+        span = spans.batch_open("sendlater.write_back", owner=self.owner)  # None: tracing off
         try:
             with bounded_atomic():
                 results = results_build(jobs=jobs, outcomes=outcomes, expired=expired, now=now)
@@ -302,6 +304,7 @@ class Pipeline:
             self.gate.resolved(jobs)
             self.gate.resolved(expired)
             metrics.IN_FLIGHT.set(self.in_flight)
+            spans.batch_close(span, jobs, expired)
         metrics.WRITEBACK_GROUP.observe(len(results))
         writeback.outcomes_export(results, written, now)
         if len(written) == len(results):

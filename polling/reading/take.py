@@ -32,6 +32,7 @@ from polling.common.sql import (
     to_uuid,
 )
 from polling.dispatch.base import ClaimedJob
+from polling.dispatch.spans import traced_read
 from polling.flow import admission
 from polling.flow.admission import FlowKey, Grant, Hold
 from polling.ownership.leases import LeaseLost
@@ -42,7 +43,8 @@ WINDOW_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s, %s)"
 WINDOW_LOCK_BOUNDED_SQL = LOCK_BOUND_CTE + "SELECT pg_advisory_xact_lock(%s, %s) FROM bound"
 
 TAKE_COLUMNS = """id, team_id, due_at, attempts + 1, target_kind, target, payload, metadata,
-    expires_at, schedule_id, scheduled_for, flow_control_key"""
+    expires_at, schedule_id, scheduled_for, flow_control_key, trace_context"""
+_TAKE_WIDTH = 13  # the columns of TAKE_COLUMNS
 
 TAKE_SQL = (
     "SELECT "
@@ -78,6 +80,7 @@ class Taken(list[ClaimedJob]):
         self.holds = holds or {}
 
 
+@traced_read("sendlater.read", "shard", "bucket", "owner", "epoch")
 def batch_take(
     *,
     owner: str,
@@ -165,6 +168,7 @@ def rows_typed(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
             _uuid_or_none(r[9]),
             to_dt(r[10]),
             r[11],
+            r[12],
         )
         for r in rows
     ]
@@ -194,6 +198,7 @@ def job_of(
         schedule_id,
         scheduled_for,
         flow_key,
+        trace_context,
     ) = row
     flow, send_at, gap = grants.get(job_id, _NO_GRANT) if grants else _NO_GRANT
     return ClaimedJob(
@@ -216,6 +221,7 @@ def job_of(
         flow=flow,
         send_at=send_at,
         send_gap=gap,
+        trace_context=trace_context,
     )
 
 
@@ -244,6 +250,7 @@ ORDER BY j.due_at LIMIT %s
 )
 
 
+@traced_read("sendlater.read_key", "team_id", "key", "owner")
 def flow_take(
     *,
     owner: str,
@@ -288,8 +295,11 @@ def flow_take(
         elif is_postgres():
             fetch_all(WINDOW_LOCKS_SQL, [WINDOW_LOCK_CLASS, shards])
         found = fetch_all(sql, [*params, fetch])
-        rows = rows_typed([r[:12] for r in found])
-        places = {row[0]: (to_dt(r[12]), int(r[13])) for row, r in zip(rows, found, strict=True)}
+        rows = rows_typed([r[:_TAKE_WIDTH] for r in found])
+        places = {
+            row[0]: (to_dt(r[_TAKE_WIDTH]), int(r[_TAKE_WIDTH + 1]))
+            for row, r in zip(rows, found, strict=True)
+        }
         if skip:
             rows = [r for r in rows if r[0] not in skip]
         short = len(found) < fetch

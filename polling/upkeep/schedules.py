@@ -47,8 +47,9 @@ from polling.common.sql import (
     uid,
     values_rows,
 )
+from polling.dispatch.spans import occurrence_context
 from polling.ownership.stall_bounds import bounded_atomic
-from scheduling import conf, keys
+from scheduling import conf, keys, tracing
 from scheduling.models import JobStatus, MissedPolicy, Team
 from scheduling.schedules.recurrence import Rule
 from scheduling.sharding.buckets import shard_counts_record
@@ -92,17 +93,19 @@ class Plan:
     payload_json: str = ""  # compact JSON, encoded once for all the schedule's jobs
     # The ledger floor after this plan: min(cursor, now - ledger keep), never lowered.
     floor: datetime | None = None
+    trace_context: str | None = None  # the schedule's: each occurrence's trace links to it
 
 
 # S, the shard indices in use, is the number of lease rows (``0 .. max(S) - 1``);
 # each row carries it (column 18) so the poller needs no second statement. Column 19:
-# the flow-control key each occurrence carries; 20: the ledger floor.
+# the flow-control key each occurrence carries; 20: the ledger floor; 21: the
+# schedule's trace context.
 DUE_SQL = """
 WITH n (indices) AS (SELECT COUNT(*) FROM polling_shardlease)
 SELECT s.id, s.team_id, s.cron, s.every_seconds, s.timezone, s.target_kind, s.target,
     s.payload, s.metadata, s.window_seconds, s.expires_after_seconds, s.start_at, s.end_at,
     s.anchor_at, s.missed, s.next_at, s.version, s.shard_hash, n.indices, s.flow_control_key,
-    s.ledger_floor
+    s.ledger_floor, s.trace_context
 FROM scheduling_schedule s, n
 WHERE s.paused = %s AND s.next_at IS NOT NULL AND s.next_at <= %s AND n.indices > 0
   AND (s.shard_hash %% n.indices) IN ({shards})
@@ -183,6 +186,7 @@ def plan(row: Sequence[Any], *, epoch: int, shard: int, now: datetime, until: da
         expires_after_seconds=expires,
         flow_control_key=row[19],
         floor=new_floor if floor is None else max(floor, new_floor),
+        trace_context=row[21],
     )
 
 
@@ -370,6 +374,7 @@ def occurrences_write_fenced(*, owner: str, plans: Sequence[Plan], now: datetime
         places = [max(keys.bucket_of(due, width), opened) for due in dues]
         counts = shard_counts_record(set(places))
         builders: dict[int, JobBuilder] = {}
+        traced = tracing.TRACER is not None
 
         def build():  # type: ignore[no-untyped-def]
             for ((job_id, schedule_id, instant), p), due, place in zip(
@@ -404,6 +409,11 @@ def occurrences_write_fenced(*, owner: str, plans: Sequence[Plan], now: datetime
                         "schedule_id": schedule_id,
                         "scheduled_for": instant,
                         "flow_control_key": p.flow_control_key,
+                        "trace_context": occurrence_context(
+                            p.trace_context, schedule_id=schedule_id, scheduled_for=instant
+                        )
+                        if traced and p.trace_context
+                        else None,
                     }
                 )
 

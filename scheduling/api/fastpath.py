@@ -46,7 +46,7 @@ from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
-from scheduling import conf, netguard
+from scheduling import conf, netguard, tracing
 from scheduling.api import ratelimit
 from scheduling.api.auth import TeamPrincipal
 from scheduling.api.bulkplain import job_create_plain
@@ -62,6 +62,10 @@ from scheduling.teams import api_key_check
 logger = logging.getLogger(__name__)
 
 REPLAY_HEADER = "Idempotent-Replayed"
+# The trace context a created job keeps, answered so the caller can find its trace
+# (W3C names: a job created without one gets one when tracing is on).
+TRACEPARENT_HEADER = "traceparent"
+TRACESTATE_HEADER = "tracestate"
 # Accept values DRF answers with its JSON renderer and no media-type parameters
 # (``; indent=4`` would change the body).
 _JSON_ACCEPTS = frozenset({"*/*", "application/json", "application/*"})
@@ -284,7 +288,17 @@ def _created(view: APIView, job: Job, created: bool) -> HttpResponse:
     headers = {"Location": _job_url(get_script_prefix()).replace(_ANY_ID, str(job.id))}
     if not created:
         headers[REPLAY_HEADER] = "true"
+    trace_headers(headers, job.trace_context)
     return json_response(view, job_body(job), 201 if created else 200, headers)
+
+
+def trace_headers(headers: dict[str, str], trace_context: str | None) -> None:
+    """Add the ``traceparent`` (and ``tracestate``) of a stored context to ``headers``."""
+    if trace_context:
+        parent, state = tracing.context_split(trace_context)
+        headers[TRACEPARENT_HEADER] = parent
+        if state:
+            headers[TRACESTATE_HEADER] = state
 
 
 def _plain_spec(request: HttpRequest) -> JobSpec | None:
@@ -299,7 +313,7 @@ def _plain_spec(request: HttpRequest) -> JobSpec | None:
     valid = job_create_plain(data)
     if valid is None or not _callback_allowed(valid):
         return None
-    return job_spec_from(valid)
+    return job_spec_from(valid, tracing.context_of_request(request.META))
 
 
 _ANY_ID = "00000000-0000-0000-0000-000000000000"

@@ -190,8 +190,9 @@ def _target(data: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def schedule_spec_from(data: Mapping[str, Any]) -> ScheduleSpec:
-    """Validated create data -> the service's ScheduleSpec."""
+def schedule_spec_from(data: Mapping[str, Any], trace_context: str | None = None) -> ScheduleSpec:
+    """Validated create data -> the service's ScheduleSpec; ``trace_context`` is the
+    request's (``scheduling.tracing.context_of_request``)."""
     target = _target(data)
     return ScheduleSpec(
         target_kind=target["target_kind"],
@@ -207,6 +208,7 @@ def schedule_spec_from(data: Mapping[str, Any]) -> ScheduleSpec:
         end_at=data.get("end_at"),
         missed=data.get("missed", MissedPolicy.SKIP),
         flow_control_key=data.get("flow_control_key"),
+        trace_context=trace_context,
     )
 
 

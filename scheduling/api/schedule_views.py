@@ -11,7 +11,8 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from scheduling.api import pagination, schema
+from scheduling import tracing
+from scheduling.api import fastpath, pagination, schema
 from scheduling.api.schedule_serializers import (
     DEFAULT_PREVIEW,
     OccurrencesQuerySerializer,
@@ -146,9 +147,11 @@ class ScheduleListCreateView(ScheduleView):
         _name_targets(request, [request.data])
         serializer = ScheduleCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        spec = schedule_spec_from(serializer.validated_data)
+        context = tracing.context_of_request(request.META)
+        spec = schedule_spec_from(serializer.validated_data, context)
         schedule = schedules.schedule_create(team=self.team, spec=spec)
         headers = {"Location": reverse("schedule-detail", kwargs={"schedule_id": schedule.id})}
+        fastpath.trace_headers(headers, schedule.trace_context)
         return Response(_body(schedule), status=status.HTTP_201_CREATED, headers=headers)
 
 

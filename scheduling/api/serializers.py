@@ -139,8 +139,9 @@ def target_field(data: Mapping[str, Any]) -> str:
     return "handler" if "handler" in data else "callback_url"
 
 
-def job_spec_from(data: Mapping[str, Any]) -> JobSpec:
-    """Turn validated create data into the service's JobSpec."""
+def job_spec_from(data: Mapping[str, Any], trace_context: str | None = None) -> JobSpec:
+    """Turn validated create data into the service's JobSpec; ``trace_context`` is the
+    request's (``scheduling.tracing.context_of_request``)."""
     is_handler = "handler" in data
     return JobSpec(
         due_at=data["due_at"],
@@ -152,6 +153,7 @@ def job_spec_from(data: Mapping[str, Any]) -> JobSpec:
         window_seconds=data.get("window_seconds", 0),
         expires_after_seconds=data.get("expires_after_seconds"),
         flow_control_key=data.get("flow_control_key"),
+        trace_context=trace_context,
     )
 
 

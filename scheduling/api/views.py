@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from scheduling import tracing
 from scheduling.api import fastpath, pagination, schema
 from scheduling.api.bulkplain import bulk_jobs_plain, bulk_result_body
 from scheduling.api.fastpath import REPLAY_HEADER
@@ -118,11 +119,13 @@ class JobListCreateView(TeamView):
         _name_targets(request, [request.data])
         serializer = JobCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        spec = job_spec_from(serializer.validated_data)
+        context = tracing.context_of_request(request.META)
+        spec = job_spec_from(serializer.validated_data, context)
         job, created = services.job_schedule(team=self.team, **vars(spec))
         headers = {"Location": reverse("job-detail", kwargs={"job_id": job.id})}
         if not created:
             headers[REPLAY_HEADER] = "true"
+        fastpath.trace_headers(headers, job.trace_context)
         return Response(
             job_body(job),
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
@@ -178,12 +181,17 @@ class JobBulkCreateView(TeamView):
             serializer = JobBulkCreateSerializer(data=request.data)
             serializer.is_valid(raise_exception=True)
             items = serializer.validated_data["jobs"]
-        specs = [job_spec_from(item) for item in items]
+        context = tracing.context_of_request(request.META)
+        specs = [job_spec_from(item, context) for item in items]
         results = services.job_schedule_many(team=self.team, specs=specs)
         any_created = any(created for _, created in results)
+        headers: dict[str, str] = {}
+        fresh = next((job for job, created in results if created), None)
+        fastpath.trace_headers(headers, fresh.trace_context if fresh else context)
         return Response(
             bulk_result_body(results),
             status=status.HTTP_201_CREATED if any_created else status.HTTP_200_OK,
+            headers=headers,
         )
 
 

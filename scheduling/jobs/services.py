@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 
-from scheduling import conf, keys
+from scheduling import conf, keys, tracing
 from scheduling.errors import JobNotPending, SchedulingError
 from scheduling.jobs.idempotency import idempotency_record, is_key_violation
 from scheduling.jobs.idempotency import idempotency_resolve as _resolve_idempotency
@@ -75,9 +75,11 @@ def _job_new(
     place: datetime,
     counts: dict[datetime, int],
     text: str | None,
+    trace_context: str | None = None,
 ) -> Job:
     """The new Job for ``spec``: its id, effective due time, bucket (``place``), shard
-    by the bucket's count, and the payload's JSON ``text`` when checked already."""
+    by the bucket's count, the payload's JSON ``text`` when checked already, and the
+    spec's trace context, else ``trace_context`` (``_trace_context_default``)."""
     job = builder.build(
         {
             "id": job_id,
@@ -92,12 +94,21 @@ def _job_new(
             "request_fingerprint": spec.fingerprint() if spec.idempotency_key else "",
             "window_seconds": spec.window_seconds,
             "flow_control_key": spec.flow_control_key,
+            "trace_context": spec.trace_context or trace_context,
             "_payload_json": text,
         }
     )
     if spec.expires_after_seconds is not None:
         job.expires_at = spec.due_at + timedelta(seconds=spec.expires_after_seconds)
     return job
+
+
+def _trace_context_default(specs: Sequence[JobSpec]) -> str | None:
+    """The context the jobs of ``specs`` that bring none keep: with tracing on, the
+    current span's (the API request's), else a new trace's; with tracing off, none."""
+    if tracing.TRACER is None or all(spec.trace_context for spec in specs):
+        return None
+    return tracing.context_new("sendlater.jobs.schedule", **{"sendlater.jobs": len(specs)})
 
 
 def _atomic_unless_one_statement(specs: Sequence[JobSpec]) -> AbstractContextManager[object]:
@@ -113,7 +124,11 @@ def _atomic_unless_one_statement(specs: Sequence[JobSpec]) -> AbstractContextMan
 
 
 def _schedule_once(
-    team: Team, specs: Sequence[JobSpec], now: datetime, texts: Sequence[str] | None
+    team: Team,
+    specs: Sequence[JobSpec],
+    now: datetime,
+    texts: Sequence[str] | None,
+    trace_context: str | None,
 ) -> list[tuple[Job, bool]]:
     width, opened = conf.bucket_seconds(), open_bucket(now)
     with _atomic_unless_one_statement(specs):
@@ -135,7 +150,9 @@ def _schedule_once(
         def build() -> Iterator[Job]:
             for i, job_id, due, place in zip(fresh, ids, dues, places, strict=True):
                 text = texts[i] if texts is not None else None
-                job = created[i] = _job_new(builder, specs[i], job_id, due, place, counts, text)
+                job = created[i] = _job_new(
+                    builder, specs[i], job_id, due, place, counts, text, trace_context
+                )
                 yield job
 
         if any(specs[i].idempotency_key is not None for i in fresh):
@@ -164,13 +181,14 @@ def _schedule_once(
 def _schedule(
     team: Team, specs: Sequence[JobSpec], now: datetime, texts: Sequence[str] | None = None
 ) -> list[tuple[Job, bool]]:
+    trace_context = _trace_context_default(specs)
     try:
-        return _schedule_once(team, specs, now, texts)
+        return _schedule_once(team, specs, now, texts, trace_context)
     except IntegrityError as error:
         if not is_key_violation(error):
             raise
         # A concurrent request committed the same key first: replay against it.
-        return _schedule_once(team, specs, now, texts)
+        return _schedule_once(team, specs, now, texts, trace_context)
 
 
 def job_schedule_many(
@@ -209,9 +227,13 @@ def job_schedule(
     window_seconds: int = 0,
     expires_after_seconds: int | None = None,
     flow_control_key: str | None = None,
+    trace_context: str | None = None,
     now: datetime | None = None,
 ) -> tuple[Job, bool]:
-    """Schedule one job; return ``(job, created)``, False for a replay. No payload: ``{}``."""
+    """Schedule one job; return ``(job, created)``, False for a replay. No payload: ``{}``.
+
+    ``trace_context``: the W3C context to keep (``scheduling.tracing.context_parse``);
+    None: the current span's with tracing on, else none."""
     spec = JobSpec(
         due_at=due_at,
         target_kind=target_kind,
@@ -222,6 +244,7 @@ def job_schedule(
         window_seconds=window_seconds,
         expires_after_seconds=expires_after_seconds,
         flow_control_key=flow_control_key,
+        trace_context=trace_context,
     )
     now = now or db_now()
     text = SpecChecker(now).check(spec)  # job_spec_validate, keeping the payload's JSON
@@ -275,7 +298,9 @@ def job_write_one(
     builder = JobBuilder(
         team=team, status=JobStatus.PENDING, created_at=now, updated_at=now, expires_at=None
     )
-    job = _job_new(builder, spec, job_id, due, place, {place: count}, text)
+    job = _job_new(
+        builder, spec, job_id, due, place, {place: count}, text, _trace_context_default((spec,))
+    )
     sql, params = insert_one_guarded(
         job,
         bucket_due=bucket_due,

@@ -42,6 +42,9 @@ class JobSpec:
     expires_after_seconds: int | None = None
     # The team's flow-control key whose limits the job obeys (scheduling.flow).
     flow_control_key: str | None = None
+    # The W3C trace context to keep (``scheduling.tracing``): not part of the request's
+    # fingerprint (a retried request comes in another span, and replays all the same).
+    trace_context: str | None = None
 
     def fingerprint(self) -> str:
         """sha256 of the canonical request, to tell an idempotent replay from a conflict."""

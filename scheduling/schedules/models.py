@@ -46,6 +46,9 @@ class Schedule(models.Model):
     paused = models.BooleanField(default=False)
     # Copied to every occurrence (``Job.flow_control_key``).
     flow_control_key = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001 (NULL = none)
+    # The W3C trace context the schedule was created in (``scheduling.tracing``): each
+    # occurrence starts a trace of its own linked to it (docs/schedules.md).
+    trace_context = models.TextField(null=True, blank=True)  # noqa: DJ001 (NULL = none)
     # mmh3.hash(str(id), signed=False): the shard is this modulo the shard indices in use.
     shard_hash = models.BigIntegerField()
     next_at = models.DateTimeField(null=True, blank=True)

@@ -20,7 +20,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 
-from scheduling import keys
+from scheduling import keys, tracing
 from scheduling.errors import ScheduleNotFound, SchedulingError
 from scheduling.jobs.inflight import id_not_in, in_flight_frozen
 from scheduling.jobs.specs import JobSpec, SpecChecker
@@ -50,6 +50,9 @@ class ScheduleSpec:
     end_at: datetime | None = None
     missed: str = MissedPolicy.SKIP
     flow_control_key: str | None = None  # copied to every occurrence
+    # The W3C trace context the schedule keeps: each occurrence's trace links to it
+    # (None: the current span's with tracing on, else none).
+    trace_context: str | None = None
 
 
 def _check(values: dict[str, Any], now: datetime) -> None:
@@ -123,6 +126,8 @@ def schedule_create(*, team: Team, spec: ScheduleSpec, now: datetime | None = No
     now = now or db_now()
     values = vars(spec).copy()
     _check(values, now)
+    if values["trace_context"] is None:
+        values["trace_context"] = tracing.context_new("sendlater.schedules.create")
     schedule_id = uuid.uuid4()
     schedule = Schedule(
         id=schedule_id,

@@ -46,6 +46,7 @@ COPY_COLUMNS = (
     ("schedule_id", "uuid"),
     ("scheduled_for", "timestamptz"),
     ("flow_control_key", "text"),
+    ("trace_context", "text"),
 )
 COPY_SQL = (
     f"COPY scheduling_job ({', '.join(name for name, _ in COPY_COLUMNS)})"
@@ -178,6 +179,7 @@ def _rows(jobs: Iterable[Job]) -> Iterator[tuple[object, ...]]:
             d["schedule_id"],
             d["scheduled_for"],
             d["flow_control_key"],
+            d["trace_context"],
         )
 
 

@@ -52,6 +52,7 @@ BASE = {
         "errors",
         "netguard",
         "handlers",
+        "tracing",
         "metrics",
         "models",
     },

@@ -1,0 +1,212 @@
+"""A poller's spans (tracing on, ``scheduling.tracing``): one per delivery attempt, in
+the job's trace; one per read and per write-back, linked to the jobs it carries.
+
+A delivery's span is made in the poller's process from the attempt's Outcome (its
+start and duration), after the request: the transport process only sends the
+``traceparent`` header (``delivery_headers``), which announces the span id reserved
+for it. Reads and write-backs are one span per batch, not one per job: each links to
+at most LINKS_MAX of its jobs' contexts and counts them all.
+
+Nothing here runs with tracing off: every caller checks ``tracing.TRACER`` once per
+batch first (the decorators and ``batch_open`` do).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from polling.dispatch.base import ClaimedJob, Outcome
+from scheduling import tracing
+
+LINKS_MAX = 32  # links of one read or write-back span: its first jobs with a context
+DELIVERY_METHOD = "POST"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def delivery_headers(job: ClaimedJob, headers: list[str]) -> tuple[list[str], int]:
+    """``headers`` with the job's ``traceparent`` (a new span id in its trace, the
+    context's flags) and ``tracestate``, and that span id. For a job with a context."""
+    parent, state = tracing.context_split(job.trace_context or "")
+    span_id = tracing.span_id_reserve()
+    mine = [*headers, f"traceparent: 00-{parent[3:35]}-{span_id:016x}-{parent[53:55]}"]
+    if state:
+        mine.append(f"tracestate: {state}")
+    return mine, span_id
+
+
+def delivery_span(job: ClaimedJob, outcome: Outcome, span_id: int) -> None:
+    """Record the span of one delivery attempt, the child of the job's context, with the
+    span id its ``traceparent`` announced. A deferred outcome (never tried) has none."""
+    if outcome.result == "deferred" or tracing.TRACER is None or not job.trace_context:
+        return
+    from opentelemetry import trace
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    parent = trace.set_span_in_context(
+        trace.NonRecordingSpan(tracing.span_context_of(job.trace_context))
+    )
+    started = outcome.started_at
+    attributes = _delivery_attributes(job, outcome)
+    with tracing.with_span_id(span_id):
+        span = tracing.TRACER.start_span(
+            DELIVERY_METHOD,
+            context=parent,
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            start_time=_ns(started) if started else None,
+        )
+    if outcome.result != "delivered":
+        span.set_status(Status(StatusCode.ERROR, outcome.error[:200] or outcome.result))
+    end = None
+    if started is not None and outcome.duration_seconds is not None:
+        end = _ns(started + timedelta(seconds=outcome.duration_seconds))
+    span.end(end_time=end)
+
+
+def _delivery_attributes(job: ClaimedJob, outcome: Outcome) -> dict[str, Any]:
+    parts = urlsplit(job.target)
+    attributes: dict[str, Any] = {
+        "http.request.method": DELIVERY_METHOD,
+        "url.scheme": parts.scheme,
+        "server.address": parts.hostname or "",
+        "sendlater.job.id": str(job.id),
+        "sendlater.job.attempt": job.attempt,
+        "sendlater.team.id": job.team_id,
+        "sendlater.outcome": outcome.result,
+    }
+    with contextlib.suppress(ValueError):  # a port out of range: none given
+        attributes["server.port"] = parts.port or (443 if parts.scheme == "https" else 80)
+    if outcome.status_code is not None:
+        attributes["http.response.status_code"] = outcome.status_code
+    if outcome.result != "delivered":
+        attributes["error.type"] = (
+            str(outcome.status_code) if outcome.status_code is not None else "no_response"
+        )
+    if outcome.started_at is not None:
+        lag = (outcome.started_at - job.due_at).total_seconds()
+        attributes["sendlater.lag_seconds"] = round(max(lag, 0.0), 6)
+    if job.schedule_id is not None:
+        attributes["sendlater.schedule.id"] = str(job.schedule_id)
+    return attributes
+
+
+def _ns(moment: datetime) -> int:
+    return int(moment.timestamp() * 1_000_000_000)
+
+
+# --- reads and write-backs: one span a batch, linked to its jobs -----------------------
+
+
+def traced_read(name: str, *attribute_names: str) -> Callable[[F], F]:
+    """Trace a keyword-only read that returns its jobs: one span ``name`` around it (its
+    statements are its children), with the keyword arguments ``attribute_names`` as
+    ``sendlater.<name>`` attributes, linked to the jobs read."""
+
+    def decorate(read: F) -> F:
+        @functools.wraps(read)
+        def traced(**kwargs: Any) -> Any:
+            if tracing.TRACER is None:
+                return read(**kwargs)
+            attributes = {
+                f"sendlater.{key}": _attribute(kwargs[key])
+                for key in attribute_names
+                if kwargs.get(key) is not None
+            }
+            with tracing.TRACER.start_as_current_span(name, attributes=attributes) as span:
+                jobs = read(**kwargs)
+                _link(span, jobs)
+            return jobs
+
+        return traced  # type: ignore[return-value]
+
+    return decorate
+
+
+def _attribute(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def batch_open(name: str, **attributes: Any) -> Any:
+    """Start a batch span ``name`` and make it current (its statements are its children);
+    None with tracing off. End it with ``batch_close`` (in a ``finally``)."""
+    if tracing.TRACER is None:
+        return None
+    from opentelemetry import context, trace
+
+    span = tracing.TRACER.start_span(
+        name, attributes={f"sendlater.{k}": _attribute(v) for k, v in attributes.items()}
+    )
+    token = context.attach(trace.set_span_in_context(span))
+    return span, token
+
+
+def batch_close(opened: Any, *groups: Iterable[ClaimedJob]) -> None:
+    """End a ``batch_open`` span, linked to the jobs of ``groups``; an exception being
+    handled marks it failed."""
+    if opened is None:
+        return
+    from opentelemetry import context
+    from opentelemetry.trace import Status, StatusCode
+
+    span, token = opened
+    context.detach(token)
+    _link(span, [job for group in groups for job in group])
+    error = sys.exc_info()[1]
+    if error is not None:
+        span.record_exception(error)
+        span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+    span.end()
+
+
+def _link(span: Any, jobs: Iterable[ClaimedJob]) -> None:
+    count = linked = 0
+    for job in jobs:
+        count += 1
+        if job.trace_context and linked < LINKS_MAX:
+            span.add_link(
+                tracing.span_context_of(job.trace_context),
+                {"sendlater.job.id": str(job.id), "sendlater.job.attempt": job.attempt},
+            )
+            linked += 1
+    span.set_attribute("sendlater.jobs", count)
+    span.set_attribute("sendlater.links", linked)
+
+
+# --- schedules' occurrences ------------------------------------------------------------
+
+
+def occurrence_context(
+    schedule_context: str, *, schedule_id: Any, scheduled_for: datetime
+) -> str | None:
+    """The context an occurrence of a schedule keeps: a new trace of its own, whose root
+    span (``sendlater.schedule.occurrence``, made as the occurrence is written) links
+    to the schedule's context. None with tracing off (docs/schedules.md says why a
+    trace of its own, not the schedule's)."""
+    if tracing.TRACER is None:
+        return None
+    from opentelemetry import context
+    from opentelemetry.trace import Link
+
+    attributes = {
+        "sendlater.schedule.id": str(schedule_id),
+        "sendlater.schedule.scheduled_for": scheduled_for.isoformat(),
+    }
+    span = tracing.TRACER.start_span(
+        "sendlater.schedule.occurrence",
+        context=context.Context(),  # a root: never the planner's current span
+        links=[Link(tracing.span_context_of(schedule_context))],
+        attributes=attributes,
+    )
+    span.end()
+    return tracing.context_of(span.get_span_context())
