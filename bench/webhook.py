@@ -34,6 +34,13 @@ cpu_us_per_delivered for the pollers, their transport processes, the database's
 backends and the receiver (read from /proc from the due instant to the end of the
 run); for the raw reference, raw_cpu_us_per_request of the client and of the
 receiver under it. Everything it starts is stopped and the database is dropped.
+
+``--traced``: tracing on in the pollers (docs/operations.md, "Traces": OTLP over HTTP,
+the batch span processor, every span sampled) and every job created with a trace
+context of its own, as if each came from a traced request; the spans go to a
+minimal collector process (``--port`` + 50) that counts them
+(``spans_exported[...]``, and ``collector_cpu_us_per_delivered``, not counted in
+the pollers'). Alternate runs with and without it for tracing's cost per job.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing as mp
 import os
 import subprocess
 import sys
@@ -67,6 +75,7 @@ FAST_HOSTS = [f"127.0.0.{i}" for i in range(2, 9)]
 SLOW_HOST = "127.0.0.9"
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 _children: list[subprocess.Popen[bytes]] = []
+_collector: list[int] = []  # the OTLP collector's pid (--traced)
 
 
 # --- the receiver (its own process) ---------------------------------------------------
@@ -190,8 +199,8 @@ def raw_rate(hosts: list[str], port: int, n: int, tag: str) -> float:
 
 
 def receiver_pids() -> list[int]:
-    """The receiver: this process's spawned child that is not a poller."""
-    pollers = {child.pid for child in _children}
+    """The receiver: this process's spawned child that is not a poller (nor the collector)."""
+    pollers = {child.pid for child in _children} | set(_collector)
     return [
         pid
         for pid in children_of(os.getpid())
@@ -215,6 +224,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--server", default="postgres://postgres@127.0.0.1:5432")
     parser.add_argument("--database", default="sendlater_bench_webhook")
     parser.add_argument("--timeout", type=float, default=900, help="per run (s)")
+    parser.add_argument(
+        "--traced", action="store_true", help="tracing on in the pollers, a context per job"
+    )
     args = parser.parse_args()
     if min(args.jobs, args.backlog, args.raw_requests, args.batch_size) < 1:
         parser.error("--jobs, --backlog, --raw-requests and --batch-size must be positive")
@@ -232,6 +244,12 @@ def main() -> int:
         receiver_args=(args.port, args.slow_seconds),
         children=_children,
     ):
+        if args.traced:
+            collector = mp.get_context("spawn").Process(
+                target=collector_serve, args=(args.port + 50,), daemon=True
+            )
+            collector.start()
+            _collector.append(collector.pid)
         time.sleep(0.5)
         one = raw_rate(["127.0.0.1"], args.port, args.raw_requests, "one receiver")
         print(f"raw_requests_per_second[one receiver]: {one:.0f} req/s")
@@ -293,12 +311,26 @@ def run(
             payload = {"i": i, "d": due.timestamp()}
             specs.append(
                 JobSpec(
-                    due_at=due, target_kind="webhook", target=urls[i % len(urls)], payload=payload
+                    due_at=due,
+                    target_kind="webhook",
+                    target=urls[i % len(urls)],
+                    payload=payload,
+                    trace_context=f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01"
+                    if args.traced
+                    else None,
                 )
             )
         job_schedule_many(team=team, specs=specs)
     expected_fast = sum(1 for i in range(jobs) if i % len(urls) < fast)
     env = dict(os.environ)
+    if args.traced:
+        env.update(
+            OTEL_TRACES_EXPORTER="otlp",
+            OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{args.port + 50}",
+            OTEL_TRACES_SAMPLER="parentbased_always_on",
+            OTEL_SERVICE_NAME="sendlater-bench",
+        )
+        receiver_get(args.port + 50, "/reset")
     metrics_ports = [args.port + 100 + i for i in range(pollers)]
     for i in range(pollers):
         cmd = [sys.executable, str(ROOT / "manage.py"), "runpoller", "--name", f"wh-{shape}-{i}"]
@@ -312,6 +344,7 @@ def run(
             "transports": lambda: [c for pid in poller_pids for c in children_of(pid)],
             "postgres": postgres_pids,
             "receiver": receiver_pids,
+            **({"collector": collector_pids} if args.traced else {}),
         }
     )
     time.sleep(max(0.0, first.timestamp() - time.time()))  # CPU from the due instant on
@@ -336,6 +369,56 @@ def run(
     print(f"deferral_writes{tag}: {deferred} jobs ({share:.2%} of delivered)")
     for name, spent in seconds.items():
         print(f"cpu_us_per_delivered{tag}[{name}]: {spent * 1e6 / max(1, sent):.1f} us")
+    if args.traced:
+        time.sleep(6)  # the batch span processors' last export (every 5 s)
+        exported = receiver_get(args.port + 50, "/stats")
+        print(f"spans_exported{tag}: {exported['spans']} spans in {exported['requests']} requests")
+
+
+# --- a minimal OTLP/HTTP collector (``--traced``) ----------------------------------------
+
+
+def collector_serve(port: int) -> None:
+    """Answer every OTLP/HTTP export 200 and count its spans; GET /stats, /reset."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    counts = {"requests": 0, "spans": 0}
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length", 0)))
+            request = ExportTraceServiceRequest.FromString(body)
+            counts["requests"] += 1
+            counts["spans"] += sum(
+                len(scope.spans) for rs in request.resource_spans for scope in rs.scope_spans
+            )
+            self._answer(b"")
+
+        def do_GET(self) -> None:
+            if self.path.startswith("/reset"):
+                counts.update(requests=0, spans=0)
+            self._answer(json.dumps(counts).encode())
+
+        def _answer(self, raw: bytes) -> None:
+            self.send_response(200)
+            self.send_header("content-length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
+def collector_pids() -> list[int]:
+    return list(_collector)
 
 
 def report(

@@ -12,8 +12,9 @@ from django.db import close_old_connections
 
 from polling.common.database_time import DB_TIME
 from polling.dispatch.base import ClaimedJob, Done, Outcome, deliver_all
+from polling.dispatch.spans import handler_traced
 from polling.ownership.renewer import PROGRESS
-from scheduling import handlers
+from scheduling import handlers, tracing
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,8 @@ class HandlerSink:
     @staticmethod
     def _deliver_one(job: ClaimedJob) -> Outcome:
         try:
+            if tracing.TRACER is not None and job.trace_context:
+                return handler_traced(HandlerSink._call, job)
             return HandlerSink._call(job)
         finally:
             PROGRESS.touch()  # a delivery finished: the work is moving (lease renewer)

@@ -296,3 +296,26 @@ def test_a_schedule_created_over_the_api_keeps_the_requests_context(team) -> Non
     )
     assert response.status_code == 201, response.content
     assert response["traceparent"] == TRACEPARENT
+
+
+def test_a_handlers_own_spans_join_the_jobs_trace(exported, monkeypatch) -> None:
+    from polling.dispatch.handlers import HandlerSink
+    from scheduling import handlers
+
+    def traced_handler(delivery) -> None:
+        with tracing.TRACER.start_as_current_span("inside the handler"):
+            pass
+
+    monkeypatch.setitem(handlers._registry, "tracing_test_handler", traced_handler)
+
+    job = claimed("", context=TRACEPARENT)
+    job.target_kind, job.target = "handler", "tracing_test_handler"
+    handlers_sink = HandlerSink(concurrency=2)
+    [outcome] = handlers_sink.deliver([job])
+    handlers_sink.close()
+    assert outcome.result == "delivered"
+    [attempt] = named(exported, "handler tracing_test_handler")
+    [inner] = named(exported, "inside the handler")
+    assert f"{attempt.parent.span_id:016x}" == PARENT
+    assert inner.parent.span_id == attempt.context.span_id
+    assert attempt.attributes["sendlater.outcome"] == "delivered"
