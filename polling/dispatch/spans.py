@@ -13,13 +13,15 @@ batch first (the decorators and ``batch_open`` do).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sys
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
+
+from opentelemetry import context, trace
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from polling.dispatch.base import ClaimedJob, Outcome
 from scheduling import tracing
@@ -46,9 +48,6 @@ def delivery_span(job: ClaimedJob, outcome: Outcome, span_id: int) -> None:
     span id its ``traceparent`` announced. A deferred outcome (never tried) has none."""
     if outcome.result == "deferred" or tracing.TRACER is None or not job.trace_context:
         return
-    from opentelemetry import trace
-    from opentelemetry.trace import SpanKind, Status, StatusCode
-
     parent = trace.set_span_in_context(
         trace.NonRecordingSpan(tracing.span_context_of(job.trace_context))
     )
@@ -71,18 +70,16 @@ def delivery_span(job: ClaimedJob, outcome: Outcome, span_id: int) -> None:
 
 
 def _delivery_attributes(job: ClaimedJob, outcome: Outcome) -> dict[str, Any]:
-    parts = urlsplit(job.target)
+    # Few attributes: each costs ~5 us of the poller's CPU per span to set and encode
+    # (docs/performance.md, "Traces"). The team and the URL's scheme and port are the
+    # job's (its id finds them); errors and occurrences add theirs.
     attributes: dict[str, Any] = {
         "http.request.method": DELIVERY_METHOD,
-        "url.scheme": parts.scheme,
-        "server.address": parts.hostname or "",
+        "server.address": _host(job.target),
         "sendlater.job.id": str(job.id),
         "sendlater.job.attempt": job.attempt,
-        "sendlater.team.id": job.team_id,
         "sendlater.outcome": outcome.result,
     }
-    with contextlib.suppress(ValueError):  # a port out of range: none given
-        attributes["server.port"] = parts.port or (443 if parts.scheme == "https" else 80)
     if outcome.status_code is not None:
         attributes["http.response.status_code"] = outcome.status_code
     if outcome.result != "delivered":
@@ -97,6 +94,12 @@ def _delivery_attributes(job: ClaimedJob, outcome: Outcome) -> dict[str, Any]:
     return attributes
 
 
+@functools.lru_cache(maxsize=4096)
+def _host(url: str) -> str:
+    """The host of a target URL (a poller sends to few, many times each)."""
+    return urlsplit(url).hostname or ""
+
+
 def _ns(moment: datetime) -> int:
     return int(moment.timestamp() * 1_000_000_000)
 
@@ -105,9 +108,6 @@ def handler_traced(call: Callable[[ClaimedJob], Outcome], job: ClaimedJob) -> Ou
     """``call(job)`` (an in-process handler's delivery) inside a span of the attempt, the
     child of the job's context and the current span while the handler runs: its own
     spans join the job's trace. For a job with a context, tracing on."""
-    from opentelemetry import trace
-    from opentelemetry.trace import Status, StatusCode
-
     parent = trace.set_span_in_context(
         trace.NonRecordingSpan(tracing.span_context_of(job.trace_context or ""))
     )
@@ -171,8 +171,6 @@ def batch_open(name: str, **attributes: Any) -> Any:
     None with tracing off. End it with ``batch_close`` (in a ``finally``)."""
     if tracing.TRACER is None:
         return None
-    from opentelemetry import context, trace
-
     span = tracing.TRACER.start_span(
         name, attributes={f"sendlater.{k}": _attribute(v) for k, v in attributes.items()}
     )
@@ -185,9 +183,6 @@ def batch_close(opened: Any, *groups: Iterable[ClaimedJob]) -> None:
     handled marks it failed."""
     if opened is None:
         return
-    from opentelemetry import context
-    from opentelemetry.trace import Status, StatusCode
-
     span, token = opened
     context.detach(token)
     _link(span, [job for group in groups for job in group])
@@ -224,9 +219,6 @@ def occurrence_context(
     trace of its own, not the schedule's)."""
     if tracing.TRACER is None:
         return None
-    from opentelemetry import context
-    from opentelemetry.trace import Link
-
     attributes = {
         "sendlater.schedule.id": str(schedule_id),
         "sendlater.schedule.scheduled_for": scheduled_for.isoformat(),
