@@ -23,14 +23,21 @@ def instrumented():
     exporter = InMemorySpanExporter()
     tracing.install(tracing.provider_build(exporter, batch=False))
     tracing._instrument_libraries()
-    connection.close()  # the next statement opens an instrumented connection
+    _reconnect()  # the next statement opens an instrumented connection
     try:
         yield exporter
     finally:
-        connection.close()
+        _reconnect()
         DjangoInstrumentor().uninstrument()
         PsycopgInstrumentor().uninstrument()
         tracing.uninstall()
+
+
+def _reconnect() -> None:
+    """Drop this thread's connection, and the pool's (they were opened before)."""
+    connection.close()
+    if getattr(connection, "pool", None) is not None:
+        connection.close_pool()
 
 
 @pytest.mark.django_db(transaction=True)
