@@ -13,14 +13,13 @@ and replies go back in batches. What it guarantees, per request:
   past that the transfer is cut (the status is kept) and the connection dropped.
 - **Timeouts.** Connect ``connect_timeout``; a response silent for ``read_timeout``
   after the request was sent (or since its last byte); ``connect + 3 * read`` in all.
-- **Per host:** at most ``max_per_host`` requests at once, started in the order
+- **Per host:** at most the host's cap of requests at once, started in the order
   they were sent (FIFO); a circuit breaker (``HostGuard``) fails a host's requests
-  fast while it is open. Behind the cap wait only as many as the host can take
-  within ``queue_seconds`` at its measured pace (``max_per_host * queue_seconds /
-  latency``, the latency being the host's smoothed time per request, or the age
-  of its oldest request still running if that is longer); the newest of the rest
-  are answered ``deferred`` (handed back to pending, untried), so a slow host
-  keeps to its own slots and never fills a poller's window.
+  fast while it is open. The cap is this poller's share of the host's budget for
+  the whole service (``polling.flow.host_shares``), sent by the poller's process
+  (``{"caps": {host: cap}}``); a host without one gets the guard's ``max_per_host``.
+  Nothing is handed back for being busy: the poller sends a host only what it can
+  start soon (``polling.flow.host_lanes``) and keeps the rest itself.
 """
 
 from __future__ import annotations
@@ -33,12 +32,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing.connection import Connection
-from urllib.parse import urlsplit
 
 import certifi
 import pycurl
 
 from polling.dispatch.hostguard import HostGuard, HostOpen
+from polling.dispatch.hosts import host_key
 from polling.dispatch.signing import signed_headers
 from scheduling import netguard
 
@@ -61,8 +60,8 @@ class Reply:
     retry_after: str | None = None  # the Retry-After header, as sent
     excerpt: bytes = b""
     error: str = ""
-    kind: str = ""  # "" | "timeout" | "network" | "blocked" | "host_open" | "deferred"
-    wait_hint: float | None = None  # seconds (host_open, deferred): when to try again
+    kind: str = ""  # "" | "timeout" | "network" | "blocked" | "host_open" | "truncated"
+    wait_hint: float | None = None  # seconds (host_open): when to try again
     started: float = 0.0  # monotonic, when the request left the host's queue
     finished: float = 0.0
 
@@ -95,17 +94,6 @@ class Request:
     chunks: list[bytes] = field(default_factory=list)  # the body read so far
 
 
-def host_key(url: str) -> tuple[str, str]:
-    """``("name:port", "name")`` of a URL (the default port of its scheme filled in)."""
-    parts = urlsplit(url)
-    name = (parts.hostname or "").lower()
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        port = 0
-    return f"{name}:{port}", name
-
-
 class CurlLoop:
     """The transport process's loop: requests in from ``conn``, replies out in batches."""
 
@@ -118,7 +106,6 @@ class CurlLoop:
         connect_timeout: float,
         read_timeout: float,
         max_connections: int,
-        queue_seconds: float,
     ) -> None:
         self.conn = conn
         self.allowlist = allowlist
@@ -126,7 +113,6 @@ class CurlLoop:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.max_connections = max(1, max_connections)
-        self.queue_seconds = queue_seconds
         self._next_stall_scan = 0.0
         self._freed = False  # a request finished since the last wait (its slot is free)
         self._inbox: deque[Request] = deque()
@@ -136,9 +122,7 @@ class CurlLoop:
         self._active: dict[str, int] = {}
         self._running: dict[pycurl.Curl, Request] = {}
         self._idle_handles: list[pycurl.Curl] = []
-        self._latency: dict[str, float] = {}  # per host, smoothed seconds per request
-        self._oldest_running: dict[str, float] = {}  # per host, start of its oldest request
-        self._free_at: dict[str, float] = {}  # per host, the next slot deferrals may book
+        self._caps: dict[str, int] = {}  # per host: this poller's share of its budget
         self._closing = False
         self._multi = pycurl.CurlMulti()
         self._multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, self.max_connections)
@@ -169,6 +153,10 @@ class CurlLoop:
             if message is None:
                 self._closing = True
                 return
+            if isinstance(message, dict):  # {"caps": {host: cap}}: budget shares changed
+                self._caps.update(message.get("caps", {}))
+                self._freed = True  # a cap may have grown: waiting requests may start
+                continue
             now = time.monotonic()
             for out in message:
                 headers = [
@@ -211,44 +199,12 @@ class CurlLoop:
                 self._answer(request, kind="host_open", error=str(error), hint=error.retry_after)
                 continue
             waiting.append(request)
-        self._defer_excess()
-
-    def _pace(self, host: str, now: float) -> float:
-        """Seconds one request to ``host`` takes: smoothed, or longer if one runs longer."""
-        pace = self._latency.get(host, 0.0)
-        oldest = self._oldest_running.get(host)
-        if oldest is not None:
-            pace = max(pace, now - oldest)
-        return pace
-
-    def _defer_excess(self) -> None:
-        """Hand back the newest waiting requests a host cannot start within queue_seconds."""
-        now = time.monotonic()
-        cap = self.guard.max_per_host
-        for host, waiting in self._waiting.items():
-            if not waiting:
-                continue
-            pace = self._pace(host, now)
-            if pace <= 0:
-                continue  # nothing measured yet: a first round goes out
-            allowed = int(cap * self.queue_seconds / pace)
-            while len(waiting) > allowed:
-                request = waiting.pop()
-                # Book the host's next free slot at its pace (a virtual clock): deferred
-                # requests come back spread at the rate the host takes them, not all at once.
-                slot = max(self._free_at.get(host, 0.0), now + pace * len(waiting) / cap)
-                self._free_at[host] = slot + pace / cap
-                self._answer(
-                    request,
-                    kind="deferred",
-                    error=f"deferred: {host} is busy ({len(waiting)} waiting, {pace:.1f}s each)",
-                    hint=max(1.0, slot - now),
-                )
 
     def _start_ready(self) -> None:
-        cap = self.guard.max_per_host
+        default_cap, caps = self.guard.max_per_host, self._caps
         for host, waiting in self._waiting.items():
             active = self._active.get(host, 0)
+            cap = caps.get(host, default_cap)
             while waiting and active < cap and len(self._running) < self.max_connections:
                 request = waiting.popleft()
                 try:
@@ -259,7 +215,6 @@ class CurlLoop:
                     )
                     continue
                 self._start(request, trial)
-                self._oldest_running.setdefault(host, request.reply.started)
                 active += 1
             self._active[host] = active
         for host in [h for h, w in self._waiting.items() if not w and not self._active.get(h)]:
@@ -357,7 +312,6 @@ class CurlLoop:
         if now < self._next_stall_scan or not self._running:
             return
         self._next_stall_scan = now + min(0.1, self.read_timeout / 4)
-        self._defer_excess()  # a host that slowed down since its requests queued
         quiet_since = now - self.read_timeout
         silent = []
         for handle, request in self._running.items():
@@ -399,14 +353,6 @@ class CurlLoop:
         )
         self.guard.record(host, ok=ok, trial=request.trial)
         self._active[host] = self._active.get(host, 1) - 1
-        took = reply.finished - reply.started
-        self._latency[host] = 0.8 * self._latency.get(host, took) + 0.2 * took
-        if self._oldest_running.get(host) == reply.started:
-            starts = [r.reply.started for r in self._running.values() if r.host == host]
-            if starts:
-                self._oldest_running[host] = min(starts)
-            else:
-                del self._oldest_running[host]
         self._idle_handles.append(handle)
         self._freed = True
         self._deliver(request)

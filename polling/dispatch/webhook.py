@@ -104,7 +104,6 @@ class WebhookSink:
         read_timeout: float | None = None,
         guard: HostGuard | None = None,
         clock: Callable[[], datetime] = DB_TIME.now,
-        queue_seconds: float | None = None,
     ) -> None:
         """``max_connections``: requests in flight at once over all hosts (the
         connection pool; default SENDLATER_WEBHOOK_MAX_CONNECTIONS). ``concurrency``
@@ -128,7 +127,6 @@ class WebhookSink:
             or settings.SENDLATER_WEBHOOK_CONNECT_TIMEOUT_SECONDS,
             "read_timeout": read_timeout or settings.SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS,
             "max_connections": max_connections or settings.SENDLATER_WEBHOOK_MAX_CONNECTIONS,
-            "queue_seconds": queue_seconds or settings.SENDLATER_WEBHOOK_QUEUE_SECONDS,
         }
         self.transport = TransportProcess(config=config, on_replies=self._on_replies)
         self._tokens = itertools.count()
@@ -162,6 +160,11 @@ class WebhookSink:
             self._pending.update(pending)
         self.transport.send(batch)
 
+    def host_caps(self, caps: dict[str, int]) -> None:
+        """Cap each host in ``caps`` (``host_key``) at that many requests at once: this
+        poller's share of the host's budget (``polling.flow.host_lanes``)."""
+        self.transport.caps(caps)
+
     def warm(self) -> None:
         """Start the transport process ahead of the first job."""
         self.transport.warm()
@@ -193,10 +196,6 @@ class WebhookSink:
         if reply.status is None:
             if reply.kind == "blocked":  # the guard refused; retrying cannot help
                 return Outcome(job.id, "dead", error=reply.error[:ERROR_EXCERPT_CHARS])
-            if reply.kind == "deferred":  # never tried: not an attempt
-                return Outcome(
-                    job.id, "deferred", error=reply.error, retry_after_seconds=reply.wait_hint
-                )
             return Outcome(
                 job.id,
                 "retry",

@@ -25,6 +25,7 @@ from polling.common.sql import (
     dt,
     fetch_all,
     held_filter,
+    host_filter,
     is_postgres,
     placeholders,
     to_dt,
@@ -90,6 +91,7 @@ def batch_take(
     skip: Container[UUID] = (),
     fetch: int | None = None,
     held: Sequence[str] = (),
+    hosts: Sequence[str] = (),
     slots_until: datetime | None = None,
 ) -> Taken:
     """Read up to ``limit`` due pending jobs of ``(bucket, shard)`` and record them in flight.
@@ -102,12 +104,15 @@ def batch_take(
     row with the ids, fenced on my unexpired lease at ``epoch``: LeaseLost if it is
     not mine. Rows in ``skip`` (already in flight) are passed over; the read fetches
     ``fetch`` rows (default ``limit``) so that enough remain. Rows of the keys in
-    ``held`` (``sqlutil.held_key`` form) are left out. The bucket and shard are
-    constants: PostgreSQL reads one partition's pending index. A lock held past
+    ``held`` (``sqlutil.held_key`` form) are left out, and so are webhooks to the
+    busy hosts whose URL patterns are in ``hosts`` (``polling.flow.host_lanes``). The
+    bucket and shard are constants: PostgreSQL reads one partition's pending index. A lock held past
     ``stallbound.lock_wait_ms()`` (a stopped poller's window) raises ``WindowBusy``,
     nothing read; a stop inside the transaction is bounded by ``polling.ownership.stall_bounds``.
     """
     held_sql, held_params = held_filter("j", held)
+    host_sql, host_params = host_filter("j", hosts)
+    held_sql, held_params = held_sql + host_sql, held_params + host_params
     sql = TAKE_SQL.format(after=" AND j.due_at >= %s" if after is not None else "", held=held_sql)
     params = [dt(bucket), shard, dt(now)]
     if after is not None:
