@@ -28,6 +28,7 @@ from polling.flow.host_shares import REFRESH_SECONDS, shares_refresh
 
 _LATENCY_WEIGHT = 0.2  # of each new answer in the smoothed latency
 _IDLE_FORGET_SECONDS = 300.0  # a lane with nothing for this long is dropped
+_URL_CACHE_SIZE = 100_000
 _FIRST_SHARE_SECONDS = 0.02  # a host waiting for its first share refreshes this soon
 
 
@@ -62,7 +63,8 @@ class HostLanes:
         self.apply_caps = apply_caps
         self.clock = clock
         self._lanes: dict[str, _Lane] = {}
-        self._hosts: dict[str, str] = {}  # origin -> host key (a cache: one parse an origin)
+        # target URL -> (host key, origin): a cache, so a URL is parsed once, not per job
+        self._hosts: dict[str, tuple[str, str]] = {}
         self._busy: set[str] = set()
         self._excluded: list[str] | None = []  # None: to be rebuilt from _busy
         self._next_refresh = 0.0
@@ -77,21 +79,23 @@ class HostLanes:
         """Of ``jobs`` (to be sent), those that go now; the others are parked in order."""
         now: list[ClaimedJob] = []
         lanes = self._lanes
+        touched: dict[str, int] = {}  # host -> its limit (the same for the whole split)
         for job in jobs:
             if job.target_kind != "webhook":
                 now.append(job)
                 continue
-            origin = url_origin(job.target)
-            host = self._hosts.get(origin)
-            if host is None:
-                host = self._hosts[origin] = host_key(job.target)[0]
+            host, origin = self._host_of(job.target)
             lane = lanes.get(host)
             if lane is None:
                 lane = lanes[host] = _Lane()
                 self._unshared = True
-            if origin not in lane.origins:
+            limit = touched.get(host)
+            if limit is None:
+                limit = touched[host] = self.limit(lane)
                 lane.origins.add(origin)
-            if lane.parked or lane.out >= self.limit(lane):
+            elif origin not in lane.origins:
+                lane.origins.add(origin)
+            if lane.parked or lane.out >= limit:
                 lane.parked.append(job)
                 self.parked += 1
                 if lane.share is None:
@@ -99,16 +103,20 @@ class HostLanes:
             else:
                 lane.out += 1
                 now.append(job)
-            self._mark(host, lane)
+        for host in touched:
+            self._mark(host, lanes[host])
         return now
 
     def answered(self, job: ClaimedJob, outcome: Outcome) -> None:
         if job.target_kind != "webhook":
             return
-        lane = self._lanes.get(self._hosts.get(url_origin(job.target)) or "")
+        host = self._host_of(job.target)[0]
+        lane = self._lanes.get(host)
         if lane is None:
             return
         lane.out = max(0, lane.out - 1)
+        if lane.busy:
+            self._mark(host, lane)
         took = outcome.duration_seconds
         if took and took > 0:
             lane.latency = (
@@ -118,6 +126,14 @@ class HostLanes:
             )
         if not lane.out and not lane.parked:
             lane.idle_since = self.clock()
+
+    def _host_of(self, target: str) -> tuple[str, str]:
+        known = self._hosts.get(target)
+        if known is None:
+            if len(self._hosts) >= _URL_CACHE_SIZE:
+                self._hosts.clear()
+            known = self._hosts[target] = (host_key(target)[0], url_origin(target))
+        return known
 
     def ready(self) -> list[ClaimedJob]:
         """Parked jobs whose host has room now (in the order they were read)."""
@@ -157,14 +173,16 @@ class HostLanes:
         if not share:
             return 0
         if not lane.latency:
-            return 2 * share
+            return min(self.window, 2 * share)
         return min(self.window, share + int(share * self.queue_seconds / lane.latency))
 
     def _mark(self, host: str, lane: _Lane) -> None:
         """Busy at the limit; room again at half of it (``freed``: the reads look again)."""
         held = lane.out + len(lane.parked)
         limit = self.limit(lane)
-        if not lane.busy and held >= limit and lane.share is not None:
+        # A host that may fill the whole window is never left out: the window bounds it,
+        # and it drains within queue_seconds anyway.
+        if not lane.busy and held >= limit and limit < self.window and lane.share is not None:
             lane.busy = True
             self._busy.add(host)
             self._excluded = None

@@ -167,7 +167,7 @@ class WindowStub:
     def send_parked(self, now: datetime) -> None:
         """Nothing of this window waits for its host."""
 
-    class hosts:  # noqa: N801 (HostLanes' part the pump uses)
+    class hosts:
         @staticmethod
         def refresh_due() -> bool:
             return False
