@@ -49,6 +49,9 @@ class ClaimedJob:
     flow: int = 0
     send_at: datetime | None = None
     send_gap: float = 0.0  # seconds between the key's slots (a late job keeps them apart)
+    # The delivery contract where it differs from the default webhook (``Job.request``,
+    # ``scheduling.jobs.requests``: method, sealed headers, format, timeout, retry, ...).
+    request: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)  # not frozen, as ClaimedJob

@@ -78,6 +78,10 @@ class Outgoing:
     headers: list[str]  # besides the three signature headers
     secrets: list[str]
     timestamp: datetime  # webhook-timestamp (the database's clock)
+    # The job's delivery contract (``scheduling.jobs.requests``): its method (GET and
+    # DELETE send no body) and its whole request's limit in seconds (0: the service's).
+    method: str = "POST"
+    timeout: float = 0.0
 
 
 @dataclass(slots=True)
@@ -93,6 +97,8 @@ class Request:
     trial: bool = False  # the breaker's half-open trial
     heard: float = 0.0  # monotonic, when a response byte last arrived (0: none yet)
     chunks: list[bytes] = field(default_factory=list)  # the body read so far
+    method: str = "POST"  # as Outgoing
+    timeout: float = 0.0  # as Outgoing: also the request's silence limit when set
 
 
 def host_key(url: str) -> tuple[str, str]:
@@ -136,6 +142,8 @@ class CurlLoop:
         self._active: dict[str, int] = {}
         self._running: dict[pycurl.Curl, Request] = {}
         self._idle_handles: list[pycurl.Curl] = []
+        # Handles last set up for another method or timeout than the default (reset on reuse).
+        self._shaped: set[pycurl.Curl] = set()
         self._latency: dict[str, float] = {}  # per host, smoothed seconds per request
         self._oldest_running: dict[str, float] = {}  # per host, start of its oldest request
         self._free_at: dict[str, float] = {}  # per host, the next slot deferrals may book
@@ -184,6 +192,7 @@ class CurlLoop:
                     ),
                 ]
                 request = Request(out.token, out.url, out.body, headers)
+                request.method, request.timeout = out.method, out.timeout
                 request.host, request.hostname = host_key(out.url)
                 request.queued = now
                 self._inbox.append(request)
@@ -303,13 +312,43 @@ class CurlLoop:
             return socket.socket(family, socktype, protocol)
 
         handle.setopt(pycurl.URL, request.url)
-        handle.setopt(pycurl.POSTFIELDS, request.body)
+        if request.method != "POST" or request.timeout:
+            self._shape(handle, request)
+        else:
+            if handle in self._shaped:
+                self._unshape(handle)
+            handle.setopt(pycurl.POSTFIELDS, request.body)
         handle.setopt(pycurl.HTTPHEADER, request.headers)
         handle.setopt(pycurl.WRITEFUNCTION, on_body)
         handle.setopt(pycurl.HEADERFUNCTION, on_header)
         handle.setopt(pycurl.OPENSOCKETFUNCTION, open_socket)
         self._running[handle] = request
         self._multi.add_handle(handle)
+
+    def _shape(self, handle: pycurl.Curl, request: Request) -> None:
+        """A job's own method and timeout (its delivery contract); GET and DELETE send
+        no body."""
+        method = request.method
+        if method in ("GET", "DELETE"):
+            handle.setopt(pycurl.HTTPGET, 1)
+        else:
+            handle.setopt(pycurl.POST, 1)
+            handle.setopt(pycurl.POSTFIELDS, request.body)
+        if method in ("POST", "GET"):
+            handle.unsetopt(pycurl.CUSTOMREQUEST)
+        else:
+            handle.setopt(pycurl.CUSTOMREQUEST, method)
+        total = request.timeout or self.connect_timeout + 3 * self.read_timeout
+        handle.setopt(pycurl.TIMEOUT_MS, max(1, int(total * 1000)))
+        self._shaped.add(handle)
+
+    def _unshape(self, handle: pycurl.Curl) -> None:
+        """Back to the default request: a POST within the service's timeout."""
+        handle.setopt(pycurl.POST, 1)
+        handle.unsetopt(pycurl.CUSTOMREQUEST)
+        total = self.connect_timeout + 3 * self.read_timeout
+        handle.setopt(pycurl.TIMEOUT_MS, max(1, int(total * 1000)))
+        self._shaped.discard(handle)
 
     def _new_handle(self) -> pycurl.Curl:
         handle = pycurl.Curl()
@@ -361,6 +400,10 @@ class CurlLoop:
         quiet_since = now - self.read_timeout
         silent = []
         for handle, request in self._running.items():
+            if request.timeout:  # the job's own limit, for silence too
+                if request.reply.started < now - request.timeout:
+                    silent.append(handle)
+                continue
             if request.heard:
                 if request.heard < quiet_since:
                     silent.append(handle)
@@ -371,7 +414,11 @@ class CurlLoop:
             if sent and request.reply.started + sent < quiet_since:
                 silent.append(handle)
         for handle in silent:
-            message = f"no response byte for {self.read_timeout:g}s"
+            request = self._running[handle]
+            if request.timeout:
+                message = f"no response within the job's timeout_seconds ({request.timeout:g}s)"
+            else:
+                message = f"no response byte for {self.read_timeout:g}s"
             self._finish(handle, pycurl.E_OPERATION_TIMEDOUT, message)
 
     def _finish(self, handle: pycurl.Curl, code: int | None, message: str) -> None:

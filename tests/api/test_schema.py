@@ -212,10 +212,32 @@ class _TeamKey:
 
 @schema.hook
 def map_body(ctx: object, body: object) -> object:
-    """A schedule's end_at after its start_at: the one rule of the API that JSON Schema
-    cannot state (it is in end_at's description), so generated bodies keep it."""
+    """The rules of the API that JSON Schema cannot state (each in its field's
+    description), kept by generated bodies: a schedule's end_at after its start_at, a
+    retry policy's max_backoff_seconds at least its min_backoff_seconds, headers within
+    8 KiB in all."""
+    if isinstance(body, dict) and isinstance(body.get("jobs"), list):
+        return {**body, "jobs": [_kept(job) for job in body["jobs"]]}
+    return _kept(body)
+
+
+def _kept(body: object) -> object:
     if not isinstance(body, dict):
         return body
+    retry = body.get("retry")
+    if isinstance(retry, dict):
+        low, high = retry.get("min_backoff_seconds"), retry.get("max_backoff_seconds")
+        if isinstance(low, int) and isinstance(high, int) and low > high:
+            body = {
+                **body,
+                "retry": {**retry, "min_backoff_seconds": high, "max_backoff_seconds": low},
+            }
+    headers = body.get("headers")
+    if (
+        isinstance(headers, dict)
+        and sum(len(k) + len(str(v)) + 4 for k, v in headers.items()) > 8192
+    ):
+        body = {**body, "headers": {}}
     start, end = _instant(body.get("start_at")), _instant(body.get("end_at"))
     if start is None or end is None or end > start:
         return body
