@@ -142,6 +142,9 @@ class Job(models.Model):
     # their sealed values, body format, timeout, retry policy, callbacks). NULL for the
     # default: one column the pollers' read carries as NULL for most jobs.
     request = models.JSONField(null=True, blank=True)
+    # The successful response, kept only where the job asked (``capture_response``):
+    # status_code, content_type, a bounded body excerpt, duration_ms.
+    response = models.JSONField(null=True, blank=True)
 
     class Meta:
         # No unique key but the primary key: on PostgreSQL the table is partitioned

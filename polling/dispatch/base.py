@@ -63,6 +63,10 @@ class Outcome:
     retry_after_seconds: float | None = None  # target asked us to wait (Retry-After)
     started_at: datetime | None = None
     duration_seconds: float | None = None
+    # The response, where it is kept (a failure; a success whose job asked for it, or
+    # has a success callback): its Content-Type and a bounded excerpt of its body.
+    content_type: str = ""
+    excerpt: str | None = None
 
 
 class _AboutAJob(Protocol):

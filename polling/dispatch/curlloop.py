@@ -65,6 +65,7 @@ class Reply:
     wait_hint: float | None = None  # seconds (host_open, deferred): when to try again
     started: float = 0.0  # monotonic, when the request left the host's queue
     finished: float = 0.0
+    content_type: str = ""  # the response's Content-Type, as sent
 
 
 @dataclass(slots=True)
@@ -295,6 +296,8 @@ class CurlLoop:
             request.heard = time.monotonic()
             if line[:12].lower() == b"retry-after:":
                 reply.retry_after = line[12:].decode("latin-1").strip()
+            elif line[:13].lower() == b"content-type:":
+                reply.content_type = line[13:200].decode("latin-1").strip()
 
         hostname = request.hostname
 

@@ -41,6 +41,7 @@ logger = logging.getLogger(__name__)
 
 USER_AGENT = "sendlater-webhook/1"
 ERROR_EXCERPT_CHARS = 300
+RESPONSE_EXCERPT_CHARS = 1024  # a kept response (capture_response, callbacks)
 _RETRY_AFTER_CAP_SECONDS = 24 * 3600
 
 
@@ -265,10 +266,19 @@ class WebhookSink:
         if result != "delivered":
             text = reply.excerpt[:ERROR_EXCERPT_CHARS].decode("utf-8", "replace")
             error = f"HTTP {reply.status}: {text}".strip()[:ERROR_EXCERPT_CHARS]
-        return Outcome(
+        outcome = Outcome(
             job.id,
             result,  # type: ignore[arg-type]
             error=error,
             status_code=reply.status,
             retry_after_seconds=retry_after,
         )
+        if result != "delivered" or (job.request is not None and wants_response(job.request)):
+            outcome.content_type = reply.content_type
+            outcome.excerpt = reply.excerpt[:RESPONSE_EXCERPT_CHARS].decode("utf-8", "replace")
+        return outcome
+
+
+def wants_response(request: dict) -> bool:
+    """Whether a delivered job keeps its response: it asked, or a success callback reports it."""
+    return bool(request.get("capture_response") or request.get("on_success_url"))

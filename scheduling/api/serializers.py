@@ -228,6 +228,13 @@ def cursor_checked(value: str) -> str:
     return value
 
 
+class KeptResponseSerializer(serializers.Serializer):
+    status_code = serializers.IntegerField()
+    content_type = serializers.CharField(allow_null=True)
+    body_excerpt = serializers.CharField(allow_blank=True, help_text="At most 1,024 characters.")
+    duration_ms = serializers.IntegerField(allow_null=True)
+
+
 class JobSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     status = serializers.ChoiceField(choices=JobStatus.choices)
@@ -267,6 +274,14 @@ class JobSerializer(serializers.Serializer):
     on_success_url = serializers.CharField(allow_null=True)
     on_failure_url = serializers.CharField(allow_null=True)
     capture_response = serializers.BooleanField()
+    callbacks = serializers.DictField(
+        child=serializers.UUIDField(),
+        help_text="The callback jobs this job's outcome made: event (job.delivered, "
+        "job.dead, job.expired) -> the callback's job id.",
+    )
+    response = KeptResponseSerializer(
+        allow_null=True, help_text="The successful response, kept where capture_response asked."
+    )
 
     def to_representation(self, instance: Job) -> dict[str, Any]:
         return super().to_representation(ContractView(instance))
@@ -313,6 +328,7 @@ def job_body(job: Job) -> dict[str, Any]:
         "scheduled_for": None if job.scheduled_for is None else iso_utc(job.scheduled_for),
         "flow_control_key": job.flow_control_key,
         **request_public(job.request),
+        "response": job.response,
     }
 
 

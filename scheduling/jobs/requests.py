@@ -354,7 +354,7 @@ def stored_resealed(stored: Mapping[str, Any]) -> dict[str, Any] | None:
 def request_public(stored: Mapping[str, Any] | None) -> dict[str, Any]:
     """The request as the API and console show it: every field, header values masked."""
     if not stored:
-        return {**_PUBLIC_DEFAULT, "headers": {}}
+        return {**_PUBLIC_DEFAULT, "headers": {}, "callbacks": {}}
     retry = stored.get("retry")
     return {
         "method": stored.get("method", "POST"),
@@ -366,6 +366,7 @@ def request_public(stored: Mapping[str, Any] | None) -> dict[str, Any]:
         "on_success_url": stored.get("on_success_url"),
         "on_failure_url": stored.get("on_failure_url"),
         "capture_response": bool(stored.get("capture_response", False)),
+        "callbacks": dict(stored.get("callbacks", {})),
     }
 
 

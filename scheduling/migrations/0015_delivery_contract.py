@@ -1,5 +1,6 @@
 """The delivery contract (issue 31): what a job sends (``Job.request``, copied from
-``Schedule.request`` to occurrences) and the team's retry and failure-callback defaults.
+``Schedule.request`` to occurrences), the response it asked to keep (``Job.response``)
+and the team's retry and failure-callback defaults.
 
 Safe with pollers running: nullable columns without defaults are catalog-only on
 PostgreSQL (NULL: the default webhook, as every job sent before), the team's columns
@@ -28,6 +29,11 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="job",
             name="request",
+            field=models.JSONField(blank=True, null=True),
+        ),
+        migrations.AddField(
+            model_name="job",
+            name="response",
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.AddField(
