@@ -35,6 +35,7 @@ from scheduling.api.serializers import (
     cursor_checked,
     target_field,
 )
+from scheduling.jobs import requests as rq
 from scheduling.models import MissedPolicy, Schedule, TargetKind
 from scheduling.schedules.services import MAX_PREVIEW, ScheduleSpec, recurrence
 
@@ -248,11 +249,11 @@ class ScheduleSerializer(serializers.Serializer):
     missed = serializers.ChoiceField(choices=MissedPolicy.choices)
     flow_control_key = serializers.CharField(allow_null=True)
     # The delivery contract copied to every occurrence: header values masked.
-    method = serializers.CharField()
+    method = serializers.ChoiceField(choices=list(rq.METHODS))
     headers = serializers.DictField(
         child=serializers.CharField(), help_text="Header names; every value reads ********."
     )
-    format = serializers.CharField()
+    format = serializers.ChoiceField(choices=list(rq.FORMATS))
     content_type = serializers.CharField(allow_null=True)
     timeout_seconds = serializers.IntegerField(allow_null=True)
     retry = RetryPolicySerializer(allow_null=True)

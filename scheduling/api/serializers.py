@@ -27,6 +27,7 @@ from scheduling.api.request_fields import (
     contract_cross_check,
     delivery_request_from,
 )
+from scheduling.jobs import requests as rq
 from scheduling.jobs.requests import request_public
 from scheduling.jobs.specs import JobSpec
 from scheduling.models import Job, JobStatus, TargetKind
@@ -263,11 +264,11 @@ class JobSerializer(serializers.Serializer):
         allow_null=True, help_text="The flow-control key whose limits the job obeys."
     )
     # The delivery contract (scheduling.jobs.requests.request_public): header values masked.
-    method = serializers.CharField()
+    method = serializers.ChoiceField(choices=list(rq.METHODS))
     headers = serializers.DictField(
         child=serializers.CharField(), help_text="Header names; every value reads ********."
     )
-    format = serializers.CharField()
+    format = serializers.ChoiceField(choices=list(rq.FORMATS))
     content_type = serializers.CharField(allow_null=True)
     timeout_seconds = serializers.IntegerField(allow_null=True)
     retry = RetryPolicySerializer(allow_null=True)
