@@ -62,14 +62,14 @@ def outcomes_heard(
 ) -> int:
     """Write the callback jobs and kept responses of a written group; return the
     callbacks written. Call inside the write-back's transaction, after it."""
-    finals = [r for r in results if r.status in EVENTS and r.job_id in written]
-    if not finals:
-        return 0
     asked = any(job.request is not None for job in jobs) or any(
         job.request is not None for job in expired
     )
-    if not asked and all(r.status == "delivered" for r in finals):
-        return 0  # the common group: default-shape jobs, delivered
+    if not asked and not any(r.status == "dead" or r.status == "expired" for r in results):
+        return 0  # the common group: default-shape jobs, delivered or retried
+    finals = [r for r in results if r.status in EVENTS and r.job_id in written]
+    if not finals:
+        return 0
     by_id = {job.id: job for job in (*jobs, *expired)}
     heard = {o.job_id: o for o in outcomes}
     failure_urls = _team_failure_urls(

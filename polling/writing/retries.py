@@ -73,10 +73,11 @@ class Policies:
     defaults (one query for the group's teams, made only when a job failed), then the
     service's."""
 
-    def __init__(self) -> None:
+    def __init__(self, jobs: Sequence[ClaimedJob] = ()) -> None:
         self.service = Policy(
             conf.max_attempts(), conf.retry_base_seconds(), conf.retry_cap_seconds()
         )
+        self._jobs = jobs  # whose teams are read at the first failure (one query)
         self._teams: dict[int, tuple[int | None, int | None, int | None]] | None = None
         self._plain: dict[int, Policy] = {}
 
@@ -97,7 +98,7 @@ class Policies:
 
     def _merged(self, own: dict, team_id: int) -> Policy:
         if self._teams is None:
-            raise RuntimeError("Policies.read_teams first")
+            self.read_teams(self._jobs)
         team = self._teams.get(team_id, (None, None, None))
         attempts = own.get("max_attempts") or team[0] or self.service.max_attempts
         low = own.get("min_backoff_seconds") or team[1]
@@ -145,12 +146,9 @@ def results_build(
     ]
     retries: list[tuple[ClaimedJob, datetime, datetime, str, Outcome]] = []
     deferred: list[tuple[ClaimedJob, datetime, datetime, str, Outcome]] = []
-    policies = Policies()
-    paired = list(_paired(jobs, outcomes))
-    failed = [job for job, outcome in paired if outcome.result in ("retry", "dead")]
-    if failed:  # the team defaults, for the failures only: a delivered group reads nothing
-        policies.read_teams(failed)
-    for job, outcome in paired:
+    # The team defaults are read at the first failure: a delivered group reads nothing.
+    policies = Policies(jobs)
+    for job, outcome in _paired(jobs, outcomes):
         started = outcome.started_at or now
         ms = _milliseconds(outcome.duration_seconds)
         code = outcome.status_code
