@@ -30,7 +30,7 @@ if not SECRET_KEY:
 # comma-separated, the first encrypting and all decrypting (rotation: docs/delivery.md).
 # A development default only with DEBUG or under the test suite (pytest sets
 # PYTEST_VERSION, and its subprocesses inherit it); production refuses to start without.
-_DEV_ENCRYPTION_KEY = "c2VuZGxhdGVyLWRldmVsb3BtZW50LW9ubHkta2V5ISE="  # noqa: S105 (DEBUG only)
+_DEV_ENCRYPTION_KEY = "c2VuZGxhdGVyLWRldmVsb3BtZW50LW9ubHkta2V5ISE="  # DEBUG and tests only
 SENDLATER_ENCRYPTION_KEYS = env.list("SENDLATER_ENCRYPTION_KEYS", default=[])
 if not SENDLATER_ENCRYPTION_KEYS:
     if not (DEBUG or "PYTEST_VERSION" in os.environ):
