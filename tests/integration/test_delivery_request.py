@@ -5,6 +5,7 @@ timeout, a schedule's occurrences carrying the request, and key rotation."""
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -65,7 +66,8 @@ CASES = [
 ]
 
 
-def test_each_method_and_format_reaches_the_receiver_with_its_headers(team) -> None:
+def test_each_method_and_format_reaches_the_receiver_with_its_headers(team, caplog) -> None:
+    caplog.set_level(logging.DEBUG)
     base = future_base()
     with running_receiver() as rx:
         sink = Router({"webhook": WebhookSink(concurrency=4)})
