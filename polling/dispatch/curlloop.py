@@ -64,6 +64,7 @@ class Reply:
     wait_hint: float | None = None  # seconds (host_open): when to try again
     started: float = 0.0  # monotonic, when the request left the host's queue
     finished: float = 0.0
+    content_type: str = ""  # the response's Content-Type, as sent
 
 
 @dataclass(slots=True)
@@ -77,6 +78,10 @@ class Outgoing:
     headers: list[str]  # besides the three signature headers
     secrets: list[str]
     timestamp: datetime  # webhook-timestamp (the database's clock)
+    # The job's delivery contract (``scheduling.jobs.requests``): its method (GET and
+    # DELETE send no body) and its whole request's limit in seconds (0: the service's).
+    method: str = "POST"
+    timeout: float = 0.0
 
 
 @dataclass(slots=True)
@@ -92,6 +97,8 @@ class Request:
     trial: bool = False  # the breaker's half-open trial
     heard: float = 0.0  # monotonic, when a response byte last arrived (0: none yet)
     chunks: list[bytes] = field(default_factory=list)  # the body read so far
+    method: str = "POST"  # as Outgoing
+    timeout: float = 0.0  # as Outgoing: also the request's silence limit when set
 
 
 class CurlLoop:
@@ -123,6 +130,8 @@ class CurlLoop:
         self._running: dict[pycurl.Curl, Request] = {}
         self._idle_handles: list[pycurl.Curl] = []
         self._caps: dict[str, int] = {}  # per host: this poller's share of its budget
+        # Handles last set up for another method or timeout than the default (reset on reuse).
+        self._shaped: set[pycurl.Curl] = set()
         self._closing = False
         self._multi = pycurl.CurlMulti()
         self._multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, self.max_connections)
@@ -172,6 +181,7 @@ class CurlLoop:
                     ),
                 ]
                 request = Request(out.token, out.url, out.body, headers)
+                request.method, request.timeout = out.method, out.timeout
                 request.host, request.hostname = host_key(out.url)
                 request.queued = now
                 self._inbox.append(request)
@@ -241,6 +251,8 @@ class CurlLoop:
             request.heard = time.monotonic()
             if line[:12].lower() == b"retry-after:":
                 reply.retry_after = line[12:].decode("latin-1").strip()
+            elif line[:13].lower() == b"content-type:":
+                reply.content_type = line[13:200].decode("latin-1").strip()
 
         hostname = request.hostname
 
@@ -258,13 +270,43 @@ class CurlLoop:
             return socket.socket(family, socktype, protocol)
 
         handle.setopt(pycurl.URL, request.url)
-        handle.setopt(pycurl.POSTFIELDS, request.body)
+        if request.method != "POST" or request.timeout:
+            self._shape(handle, request)
+        else:
+            if handle in self._shaped:
+                self._unshape(handle)
+            handle.setopt(pycurl.POSTFIELDS, request.body)
         handle.setopt(pycurl.HTTPHEADER, request.headers)
         handle.setopt(pycurl.WRITEFUNCTION, on_body)
         handle.setopt(pycurl.HEADERFUNCTION, on_header)
         handle.setopt(pycurl.OPENSOCKETFUNCTION, open_socket)
         self._running[handle] = request
         self._multi.add_handle(handle)
+
+    def _shape(self, handle: pycurl.Curl, request: Request) -> None:
+        """A job's own method and timeout (its delivery contract); GET and DELETE send
+        no body."""
+        method = request.method
+        if method in ("GET", "DELETE"):
+            handle.setopt(pycurl.HTTPGET, 1)
+        else:
+            handle.setopt(pycurl.POST, 1)
+            handle.setopt(pycurl.POSTFIELDS, request.body)
+        if method in ("POST", "GET"):
+            handle.unsetopt(pycurl.CUSTOMREQUEST)
+        else:
+            handle.setopt(pycurl.CUSTOMREQUEST, method)
+        total = request.timeout or self.connect_timeout + 3 * self.read_timeout
+        handle.setopt(pycurl.TIMEOUT_MS, max(1, int(total * 1000)))
+        self._shaped.add(handle)
+
+    def _unshape(self, handle: pycurl.Curl) -> None:
+        """Back to the default request: a POST within the service's timeout."""
+        handle.setopt(pycurl.POST, 1)
+        handle.unsetopt(pycurl.CUSTOMREQUEST)
+        total = self.connect_timeout + 3 * self.read_timeout
+        handle.setopt(pycurl.TIMEOUT_MS, max(1, int(total * 1000)))
+        self._shaped.discard(handle)
 
     def _new_handle(self) -> pycurl.Curl:
         handle = pycurl.Curl()
@@ -315,6 +357,10 @@ class CurlLoop:
         quiet_since = now - self.read_timeout
         silent = []
         for handle, request in self._running.items():
+            if request.timeout:  # the job's own limit, for silence too
+                if request.reply.started < now - request.timeout:
+                    silent.append(handle)
+                continue
             if request.heard:
                 if request.heard < quiet_since:
                     silent.append(handle)
@@ -325,7 +371,11 @@ class CurlLoop:
             if sent and request.reply.started + sent < quiet_since:
                 silent.append(handle)
         for handle in silent:
-            message = f"no response byte for {self.read_timeout:g}s"
+            request = self._running[handle]
+            if request.timeout:
+                message = f"no response within the job's timeout_seconds ({request.timeout:g}s)"
+            else:
+                message = f"no response byte for {self.read_timeout:g}s"
             self._finish(handle, pycurl.E_OPERATION_TIMEDOUT, message)
 
     def _finish(self, handle: pycurl.Curl, code: int | None, message: str) -> None:

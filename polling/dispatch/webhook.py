@@ -28,12 +28,20 @@ from polling.dispatch.team_secrets import SecretsLookup, team_signing_secrets
 from polling.dispatch.transport import Outgoing, Reply, TransportProcess
 from polling.ownership.renewer import PROGRESS
 from scheduling import conf
+from scheduling.jobs.requests import (
+    BODYLESS_METHODS,
+    PAYLOAD_JSON_CONTENT_TYPE,
+    PAYLOAD_TEXT_CONTENT_TYPE,
+    headers_unsealed,
+)
+from scheduling.sealing import InvalidToken
 from scheduling.sharding.clock import iso_utc
 
 logger = logging.getLogger(__name__)
 
 USER_AGENT = "sendlater-webhook/1"
 ERROR_EXCERPT_CHARS = 300
+RESPONSE_EXCERPT_CHARS = 1024  # a kept response (capture_response, callbacks)
 _RETRY_AFTER_CAP_SECONDS = 24 * 3600
 
 
@@ -89,6 +97,36 @@ _HEADERS = [
     f"user-agent: {USER_AGENT}",
     "expect:",  # no 100-continue round trip
 ]
+
+
+def shaped_request(job: ClaimedJob, request: dict) -> tuple[bytes, list[str]]:
+    """The body and headers of a job with a delivery contract (``job.request``): its
+    body format, its method (GET and DELETE send no body), its own headers (unsealed
+    here, in the poller's memory only; never logged). InvalidToken if no key of
+    SENDLATER_ENCRYPTION_KEYS opens them."""
+    content_type: str | None = "application/json"
+    if request.get("format") == "payload":
+        payload = job.payload
+        if isinstance(payload, str):
+            body = payload.encode()
+            content_type = request.get("content_type") or PAYLOAD_TEXT_CONTENT_TYPE
+        else:
+            try:
+                body = orjson.dumps(payload)
+            except TypeError:  # an integer beyond 64 bits, as in request_body
+                body = json.dumps(payload, separators=(",", ":")).encode()
+            content_type = request.get("content_type") or PAYLOAD_JSON_CONTENT_TYPE
+    else:
+        body = request_body(job)
+    if request.get("method", "POST") in BODYLESS_METHODS:
+        body, content_type = b"", None
+    own = headers_unsealed(request)
+    headers = [f"content-type: {content_type}"] if content_type else []
+    if not any(name.lower() == "user-agent" for name in own):
+        headers.append(f"user-agent: {USER_AGENT}")
+    headers += [f"{name}: {value}" for name, value in own.items()]
+    headers.append("expect:")
+    return body, headers
 
 
 class WebhookSink:
@@ -148,12 +186,31 @@ class WebhookSink:
                 done(job, Outcome(job.id, "retry", error="team has no signing secret"))
                 continue
             token = next(self._tokens)
-            pending.append((token, (job, done, signed_at, signed_mono)))
-            batch.append(
-                Outgoing(
+            request = job.request
+            if request is None:  # the default webhook: most jobs
+                outgoing = Outgoing(
                     token, job.target, str(job.id), request_body(job), _HEADERS, keys, signed_at
                 )
-            )
+            else:
+                try:
+                    body, headers = shaped_request(job, request)
+                except InvalidToken:
+                    error = "header values cannot be decrypted (SENDLATER_ENCRYPTION_KEYS)"
+                    done(job, Outcome(job.id, "retry", error=error))
+                    continue
+                outgoing = Outgoing(
+                    token,
+                    job.target,
+                    str(job.id),
+                    body,
+                    headers,
+                    keys,
+                    signed_at,
+                    method=request.get("method", "POST"),
+                    timeout=float(request.get("timeout_seconds") or 0),
+                )
+            pending.append((token, (job, done, signed_at, signed_mono)))
+            batch.append(outgoing)
         if not batch:
             return
         with self._lock:
@@ -208,10 +265,19 @@ class WebhookSink:
         if result != "delivered":
             text = reply.excerpt[:ERROR_EXCERPT_CHARS].decode("utf-8", "replace")
             error = f"HTTP {reply.status}: {text}".strip()[:ERROR_EXCERPT_CHARS]
-        return Outcome(
+        outcome = Outcome(
             job.id,
             result,  # type: ignore[arg-type]
             error=error,
             status_code=reply.status,
             retry_after_seconds=retry_after,
         )
+        if result != "delivered" or (job.request is not None and wants_response(job.request)):
+            outcome.content_type = reply.content_type
+            outcome.excerpt = reply.excerpt[:RESPONSE_EXCERPT_CHARS].decode("utf-8", "replace")
+        return outcome
+
+
+def wants_response(request: dict) -> bool:
+    """Whether a delivered job keeps its response: it asked, or a success callback reports it."""
+    return bool(request.get("capture_response") or request.get("on_success_url"))

@@ -43,6 +43,7 @@ from polling.ownership.stall_bounds import bounded_atomic
 from polling.reading.cursors import ReadCursors
 from polling.writing import writeback
 from polling.writing.attempts import attempts_record
+from polling.writing.callbacks import outcomes_heard
 from polling.writing.retries import results_build
 
 logger = logging.getLogger(__name__)
@@ -344,6 +345,14 @@ class Pipeline:
                 results = results_build(jobs=jobs, outcomes=outcomes, expired=expired, now=now)
                 written = writeback.write_back(owner=self.owner, results=results, now=now)
                 attempts_record(results=results, written=written, poller=self.owner, now=now)
+                outcomes_heard(  # callbacks and kept responses, in this transaction
+                    jobs=jobs,
+                    outcomes=outcomes,
+                    expired=expired,
+                    results=results,
+                    written=written,
+                    now=now,
+                )
                 done = self._batches_done(jobs, expired, released)
                 if len(written) != len(results):  # fenced out: the next owner forgets those
                     done -= {job.batch for job in (*jobs, *expired) if job.id not in written}

@@ -42,8 +42,9 @@ from scheduling.jobs.inflight import WINDOW_LOCK_CLASS, ids_text
 WINDOW_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s, %s)"
 WINDOW_LOCK_BOUNDED_SQL = LOCK_BOUND_CTE + "SELECT pg_advisory_xact_lock(%s, %s) FROM bound"
 
+# ``request`` (the delivery contract) last: NULL for default-shape jobs, decoded only when set.
 TAKE_COLUMNS = """id, team_id, due_at, attempts + 1, target_kind, target, payload, metadata,
-    expires_at, schedule_id, scheduled_for, flow_control_key"""
+    expires_at, schedule_id, scheduled_for, flow_control_key, request"""
 
 TAKE_SQL = (
     "SELECT "
@@ -170,6 +171,7 @@ def rows_typed(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
             _uuid_or_none(r[9]),
             to_dt(r[10]),
             r[11],
+            r[12],
         )
         for r in rows
     ]
@@ -199,6 +201,7 @@ def job_of(
         schedule_id,
         scheduled_for,
         flow_key,
+        request,
     ) = row
     flow, send_at, gap = grants.get(job_id, _NO_GRANT) if grants else _NO_GRANT
     return ClaimedJob(
@@ -221,6 +224,7 @@ def job_of(
         flow=flow,
         send_at=send_at,
         send_gap=gap,
+        request=None if request is None else to_json(request),
     )
 
 
@@ -293,8 +297,8 @@ def flow_take(
         elif is_postgres():
             fetch_all(WINDOW_LOCKS_SQL, [WINDOW_LOCK_CLASS, shards])
         found = fetch_all(sql, [*params, fetch])
-        rows = rows_typed([r[:12] for r in found])
-        places = {row[0]: (to_dt(r[12]), int(r[13])) for row, r in zip(rows, found, strict=True)}
+        rows = rows_typed([r[:13] for r in found])
+        places = {row[0]: (to_dt(r[13]), int(r[14])) for row, r in zip(rows, found, strict=True)}
         if skip:
             rows = [r for r in rows if r[0] not in skip]
         short = len(found) < fetch

@@ -26,6 +26,7 @@ from scheduling.errors import JobNotPending, SchedulingError
 from scheduling.jobs.idempotency import idempotency_record, is_key_violation
 from scheduling.jobs.idempotency import idempotency_resolve as _resolve_idempotency
 from scheduling.jobs.inflight import job_in_flight_refuse
+from scheduling.jobs.requests import DeliveryRequest, RequestSealer
 
 # Re-exported: what a client asks for, and its checks, live in scheduling.jobs.specs.
 from scheduling.jobs.specs import JobSpec as JobSpec
@@ -75,9 +76,11 @@ def _job_new(
     place: datetime,
     counts: dict[datetime, int],
     text: str | None,
+    sealer: RequestSealer | None = None,
 ) -> Job:
     """The new Job for ``spec``: its id, effective due time, bucket (``place``), shard
-    by the bucket's count, and the payload's JSON ``text`` when checked already."""
+    by the bucket's count, and the payload's JSON ``text`` when checked already.
+    ``sealer`` seals the batch's header sets (each distinct one once)."""
     job = builder.build(
         {
             "id": job_id,
@@ -92,6 +95,9 @@ def _job_new(
             "request_fingerprint": spec.fingerprint() if spec.idempotency_key else "",
             "window_seconds": spec.window_seconds,
             "flow_control_key": spec.flow_control_key,
+            "request": None
+            if spec.request is None
+            else (sealer or RequestSealer()).stored(spec.request),
             "_payload_json": text,
         }
     )
@@ -131,11 +137,14 @@ def _schedule_once(
             team=team, status=JobStatus.PENDING, created_at=now, updated_at=now, expires_at=None
         )
         created: dict[int, Job] = {}
+        sealer = RequestSealer()
 
         def build() -> Iterator[Job]:
             for i, job_id, due, place in zip(fresh, ids, dues, places, strict=True):
                 text = texts[i] if texts is not None else None
-                job = created[i] = _job_new(builder, specs[i], job_id, due, place, counts, text)
+                job = created[i] = _job_new(
+                    builder, specs[i], job_id, due, place, counts, text, sealer
+                )
                 yield job
 
         if any(specs[i].idempotency_key is not None for i in fresh):
@@ -209,9 +218,11 @@ def job_schedule(
     window_seconds: int = 0,
     expires_after_seconds: int | None = None,
     flow_control_key: str | None = None,
+    request: DeliveryRequest | None = None,
     now: datetime | None = None,
 ) -> tuple[Job, bool]:
-    """Schedule one job; return ``(job, created)``, False for a replay. No payload: ``{}``."""
+    """Schedule one job; return ``(job, created)``, False for a replay. No payload: ``{}``.
+    ``request``: what it sends besides the payload (method, headers, ...; None: the default)."""
     spec = JobSpec(
         due_at=due_at,
         target_kind=target_kind,
@@ -222,6 +233,7 @@ def job_schedule(
         window_seconds=window_seconds,
         expires_after_seconds=expires_after_seconds,
         flow_control_key=flow_control_key,
+        request=request,
     )
     now = now or db_now()
     text = SpecChecker(now).check(spec)  # job_spec_validate, keeping the payload's JSON

@@ -46,6 +46,8 @@ class Schedule(models.Model):
     paused = models.BooleanField(default=False)
     # Copied to every occurrence (``Job.flow_control_key``).
     flow_control_key = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001 (NULL = none)
+    # Copied to every occurrence (``Job.request``: the delivery contract, headers sealed).
+    request = models.JSONField(null=True, blank=True)
     # mmh3.hash(str(id), signed=False): the shard is this modulo the shard indices in use.
     shard_hash = models.BigIntegerField()
     next_at = models.DateTimeField(null=True, blank=True)

@@ -23,6 +23,7 @@ from django.db.models import Q, QuerySet
 from scheduling import keys
 from scheduling.errors import ScheduleNotFound, SchedulingError
 from scheduling.jobs.inflight import id_not_in, in_flight_frozen
+from scheduling.jobs.requests import DeliveryRequest, request_merged, request_stored
 from scheduling.jobs.specs import JobSpec, SpecChecker
 from scheduling.models import MissedPolicy, Schedule, ScheduleOccurrence, Team
 from scheduling.schedules import recurrence
@@ -50,6 +51,13 @@ class ScheduleSpec:
     end_at: datetime | None = None
     missed: str = MissedPolicy.SKIP
     flow_control_key: str | None = None  # copied to every occurrence
+    # The delivery contract, copied to every occurrence (``Job.request``).
+    request: DeliveryRequest | None = None
+
+
+def _request_given(value: Any) -> DeliveryRequest | None:
+    """A request to check: a new one; a stored one (a dict) was checked when written."""
+    return value if isinstance(value, DeliveryRequest) else None
 
 
 def _check(values: dict[str, Any], now: datetime) -> None:
@@ -88,6 +96,7 @@ def _check(values: dict[str, Any], now: datetime) -> None:
             window_seconds=values["window_seconds"],
             expires_after_seconds=values["expires_after_seconds"],
             flow_control_key=values.get("flow_control_key"),
+            request=_request_given(values.get("request")),
         )
     )
 
@@ -123,6 +132,7 @@ def schedule_create(*, team: Team, spec: ScheduleSpec, now: datetime | None = No
     now = now or db_now()
     values = vars(spec).copy()
     _check(values, now)
+    values["request"] = request_stored(spec.request)
     schedule_id = uuid.uuid4()
     schedule = Schedule(
         id=schedule_id,
@@ -239,6 +249,7 @@ UPDATABLE = frozenset(
         "end_at",
         "missed",
         "flow_control_key",
+        "request",
     }
 )
 
@@ -253,6 +264,8 @@ def schedule_update(
     """Change a schedule and re-plan its future: pending occurrences at or after now are
     canceled and planned again under the new rule (an instant already delivered or in
     flight keeps its ledger row, so it never fires twice). Overdue ones still fire.
+    ``changes["request"]``: the delivery contract's changed fields (API names), merged
+    over the schedule's.
     """
     unknown = set(changes) - UPDATABLE
     if unknown:
@@ -262,12 +275,16 @@ def schedule_update(
         schedule = _locked(team, schedule_id)
         values = {name: getattr(schedule, name) for name in UPDATABLE}
         values.update(changes)
+        if "request" in changes:
+            values["request"] = request_merged(schedule.request, changes["request"])
         # Giving one kind of rule replaces the other.
         if changes.get("cron") is not None and "every_seconds" not in changes:
             values["every_seconds"] = None
         if changes.get("every_seconds") is not None and "cron" not in changes:
             values["cron"] = None
         _check(values, now)
+        if isinstance(values["request"], DeliveryRequest):
+            values["request"] = request_stored(values["request"])
         rule_changed = any(
             values[name] != getattr(schedule, name)
             for name in ("cron", "every_seconds", "start_at")

@@ -46,13 +46,14 @@ COPY_COLUMNS = (
     ("schedule_id", "uuid"),
     ("scheduled_for", "timestamptz"),
     ("flow_control_key", "text"),
+    ("request", "text"),
 )
 COPY_SQL = (
     f"COPY scheduling_job ({', '.join(name for name, _ in COPY_COLUMNS)})"
     " FROM STDIN (FORMAT BINARY)"
 )
 COPY_TYPES = tuple(kind for _, kind in COPY_COLUMNS)
-_JSONB_COLUMNS = ("payload", "metadata")
+_JSONB_COLUMNS = ("payload", "metadata", "request")
 # One row: a prepared INSERT is one round trip, a COPY two (start, then finish).
 _PLACEHOLDERS = ", ".join(
     f"%s::{'jsonb' if name in _JSONB_COLUMNS else kind}" for name, kind in COPY_COLUMNS
@@ -178,6 +179,7 @@ def _rows(jobs: Iterable[Job]) -> Iterator[tuple[object, ...]]:
             d["schedule_id"],
             d["scheduled_for"],
             d["flow_control_key"],
+            None if d["request"] is None else _jsonb(d["request"]),
         )
 
 
@@ -211,7 +213,8 @@ def _insert_one(row: tuple[object, ...]) -> None:
 def _one_params(row: tuple[object, ...]) -> list[object]:
     params = list(row)
     for i in _JSONB_AT:  # the JSON text, without binary jsonb's version byte
-        params[i] = str(params[i]).removeprefix(_JSONB_VERSION)
+        if params[i] is not None:
+            params[i] = str(params[i]).removeprefix(_JSONB_VERSION)
     return params
 
 

@@ -54,6 +54,7 @@ BASE = {
         "handlers",
         "metrics",
         "models",
+        "sealing",
     },
 }
 
