@@ -43,6 +43,9 @@ def django_setup(url: str, **env: str) -> None:
         DATABASE_URL=url,
         DJANGO_SETTINGS_MODULE="sendlater_site.settings",
         SECRET_KEY=os.environ.get("SECRET_KEY", "bench-only"),
+        SENDLATER_ENCRYPTION_KEYS=os.environ.get(
+            "SENDLATER_ENCRYPTION_KEYS", "YmVuY2gtb25seS1ub3QtYS1zZWNyZXQteHh4eHh4eHg="
+        ),
         SENDLATER_DB_POOL="false",
         LOG_LEVEL="WARNING",
         **env,

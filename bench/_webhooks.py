@@ -71,6 +71,9 @@ def webhook_bench(
             "DATABASE_URL": f"{server}/{database}",
             "DJANGO_SETTINGS_MODULE": "sendlater_site.settings",
             "SECRET_KEY": os.environ.get("SECRET_KEY", "bench-only"),
+            "SENDLATER_ENCRYPTION_KEYS": os.environ.get(
+                "SENDLATER_ENCRYPTION_KEYS", "YmVuY2gtb25seS1ub3QtYS1zZWNyZXQteHh4eHh4eHg="
+            ),
             "SENDLATER_CALLBACK_ALLOWLIST": "127.0.0.0/8",
             "SENDLATER_DB_POOL": "false",
             "SENDLATER_PARTITION_AHEAD_DAYS": "2",

@@ -152,6 +152,9 @@ def main() -> int:
         os.environ,
         DATABASE_URL=database_url,
         SECRET_KEY="bench-only-not-a-secret",
+        SENDLATER_ENCRYPTION_KEYS=os.environ.get(
+            "SENDLATER_ENCRYPTION_KEYS", "YmVuY2gtb25seS1ub3QtYS1zZWNyZXQteHh4eHh4eHg="
+        ),
         DEBUG="false",
         SECURE_SSL_REDIRECT="false",  # plain HTTP on loopback
         ALLOWED_HOSTS=HOST,

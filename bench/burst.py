@@ -90,6 +90,9 @@ def main() -> int:
         "SENDLATER_PGBOUNCER": "1" if args.via else "0",
         "DJANGO_SETTINGS_MODULE": "sendlater_site.settings",
         "SECRET_KEY": os.environ.get("SECRET_KEY", "bench-only"),
+        "SENDLATER_ENCRYPTION_KEYS": os.environ.get(
+            "SENDLATER_ENCRYPTION_KEYS", "YmVuY2gtb25seS1ub3QtYS1zZWNyZXQteHh4eHh4eHg="
+        ),
         "SENDLATER_DEFAULT_SHARDS": str(args.shards),
         "SENDLATER_DB_POOL": "false",
         # The partitions the burst needs exist (below); pollers keep 2 days ahead.

@@ -200,6 +200,9 @@ def main() -> int:
     os.environ.update(
         DATABASE_URL=f"{args.server}/{args.database}",
         SECRET_KEY="bench-only-not-a-secret",
+        SENDLATER_ENCRYPTION_KEYS=os.environ.get(
+            "SENDLATER_ENCRYPTION_KEYS", "YmVuY2gtb25seS1ub3QtYS1zZWNyZXQteHh4eHh4eHg="
+        ),
         SECURE_SSL_REDIRECT="false",
         ALLOWED_HOSTS="testserver",
         DJANGO_SETTINGS_MODULE="sendlater_site.settings",

@@ -83,6 +83,9 @@ def main() -> int:
         "DATABASE_URL": f"{args.server}/{args.database}",
         "DJANGO_SETTINGS_MODULE": "sendlater_site.settings",
         "SECRET_KEY": os.environ.get("SECRET_KEY", "bench-only"),
+        "SENDLATER_ENCRYPTION_KEYS": os.environ.get(
+            "SENDLATER_ENCRYPTION_KEYS", "YmVuY2gtb25seS1ub3QtYS1zZWNyZXQteHh4eHh4eHg="
+        ),
         "SENDLATER_DEFAULT_SHARDS": str(args.shards),
         "SENDLATER_SCHEDULE_AHEAD_SECONDS": str(args.ahead),
         "SENDLATER_DB_POOL": "false",

@@ -25,6 +25,8 @@ webhook sink:
 - (b) ``--backlog`` (300,000) due at one instant, 1 and 2 pollers, one receiver;
 - (c) as (b) over the eight receivers, one of them slow: the run ends when the seven
   fast receivers have every job; the slow one's jobs wait their turn (pending).
+  It also prints the fast receivers' drain time (due instant to last arrival) and
+  their p99 lag against it.
 
 Prints ``name[shape,P=p]: value unit`` lines: delivered_per_second, lag_p50/p99/max
 (seconds, at the receiver), lost, duplicates, early, poller_peak_rss_mb and
@@ -458,6 +460,9 @@ def report(
     if slow["n"] or shape == "c":
         print(f"slow_receiver_delivered{tag}: {slow['n']} jobs (the rest wait, pending)")
         print(f"slow_receiver_lag_p50_seconds{tag}: {slow['p50']:.3f} s")
+        # The goal: the fast receivers' p99 lag within their own drain time + 2 s.
+        print(f"fast_drain_seconds{tag}: {span:.3f} s")
+        print(f"fast_lag_p99_over_drain_seconds{tag}: {fast['p99'] - span:+.3f} s")
     print(f"written_back_delivered{tag}: {delivered} jobs", flush=True)
 
 

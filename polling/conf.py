@@ -34,6 +34,16 @@ def window() -> int:
     return int(settings.SENDLATER_WINDOW)
 
 
+def webhook_max_per_host() -> int:
+    """A receiving host's concurrency cap, for all pollers together."""
+    return int(settings.SENDLATER_WEBHOOK_MAX_PER_HOST)
+
+
+def webhook_queue_seconds() -> float:
+    """How much of a host's work a poller sends ahead: what its share starts within this."""
+    return float(settings.SENDLATER_WEBHOOK_QUEUE_SECONDS)
+
+
 def writeback_group() -> int:
     return int(settings.SENDLATER_WRITEBACK_GROUP)
 

@@ -78,3 +78,26 @@ class ShardCheckpoint(models.Model):
     def __str__(self) -> str:
         drained = self.last_drained.isoformat() if self.last_drained else "-"
         return f"shard {self.shard}: drained through {drained}"
+
+
+class HostShare(models.Model):
+    """One poller's share of a receiving host's concurrency (``polling.flow.host_shares``).
+
+    ``demand``: the host's jobs this poller has in its window; ``share``: how many it
+    may have in flight at once. The shares of one host add up to at most its cap.
+    """
+
+    host = models.CharField(max_length=300)  # "name:port" (polling.dispatch.hosts.host_key)
+    owner = models.CharField(max_length=200)
+    demand = models.PositiveIntegerField(default=0)
+    share = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["host", "owner"]
+        constraints = [
+            models.UniqueConstraint(fields=["host", "owner"], name="hostshare_host_owner"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.host}: {self.owner} {self.share}/{self.demand}"

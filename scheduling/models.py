@@ -33,6 +33,13 @@ class Team(models.Model):
     signing_secret = models.CharField(max_length=100, default=signing_secret_generate)
     previous_signing_secret = models.CharField(max_length=100, blank=True)
     previous_signing_secret_expires_at = models.DateTimeField(null=True, blank=True)
+    # The team's delivery defaults (``GET/PATCH /api/v1/team``): a job's own retry
+    # policy wins, then these, then the service's (SENDLATER_MAX_ATTEMPTS, ...).
+    retry_max_attempts = models.PositiveIntegerField(null=True, blank=True)
+    retry_min_backoff_seconds = models.PositiveIntegerField(null=True, blank=True)
+    retry_max_backoff_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # Told when a job of the team ends dead or expired, unless the job names its own.
+    default_on_failure_url = models.CharField(max_length=2048, blank=True)
 
     class Meta:
         ordering = ["slug"]
@@ -130,6 +137,14 @@ class Job(models.Model):
     scheduled_for = models.DateTimeField(null=True, blank=True)
     # Flow control (``scheduling.flow``): the team's key whose limits this job obeys.
     flow_control_key = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001 (NULL = none)
+    # What the job sends besides its payload, and what is heard after, where it differs
+    # from the default webhook (``scheduling.jobs.requests``: method, header names and
+    # their sealed values, body format, timeout, retry policy, callbacks). NULL for the
+    # default: one column the pollers' read carries as NULL for most jobs.
+    request = models.JSONField(null=True, blank=True)
+    # The successful response, kept only where the job asked (``capture_response``):
+    # status_code, content_type, a bounded body excerpt, duration_ms.
+    response = models.JSONField(null=True, blank=True)
     # The W3C trace context the job was created in (``scheduling.tracing``): its
     # traceparent, then after a space its tracestate. NULL: none (tracing off and none sent).
     trace_context = models.TextField(null=True, blank=True)  # noqa: DJ001 (NULL = none)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import environ
@@ -24,6 +25,21 @@ if not SECRET_KEY:
             "for a development-only default."
         )
     SECRET_KEY = _DEV_SECRET_KEY
+
+# Keys that encrypt job header values at rest (scheduling/sealing.py): Fernet keys,
+# comma-separated, the first encrypting and all decrypting (rotation: docs/delivery.md).
+# A development default only with DEBUG or under the test suite (pytest sets
+# PYTEST_VERSION, and its subprocesses inherit it); production refuses to start without.
+_DEV_ENCRYPTION_KEY = "c2VuZGxhdGVyLWRldmVsb3BtZW50LW9ubHkta2V5ISE="  # DEBUG and tests only
+SENDLATER_ENCRYPTION_KEYS = env.list("SENDLATER_ENCRYPTION_KEYS", default=[])
+if not SENDLATER_ENCRYPTION_KEYS:
+    if not (DEBUG or "PYTEST_VERSION" in os.environ):
+        raise ImproperlyConfigured(
+            "SENDLATER_ENCRYPTION_KEYS is not set. Set it to a Fernet key (manage.py "
+            "reencrypt_headers --new-key prints one), or DEBUG=true for a development-only "
+            "default."
+        )
+    SENDLATER_ENCRYPTION_KEYS = [_DEV_ENCRYPTION_KEY]
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])

@@ -166,3 +166,15 @@ def held_filter(alias: str, held: Sequence[str]) -> tuple[str, list[Any]]:
     name = f"(CAST({alias}.team_id AS TEXT) || ':' || {alias}.flow_control_key)"
     test = f"{name} NOT IN ({placeholders(len(held))})"
     return f" AND ({alias}.flow_control_key IS NULL OR {test})", list(held)
+
+
+def host_filter(alias: str, patterns: Sequence[str]) -> tuple[str, list[Any]]:
+    """``AND`` the rows of ``alias`` are not webhooks to a busy host: ``patterns`` are
+    ``LIKE`` patterns of the hosts' URLs (``polling.dispatch.hosts.origin_patterns``,
+    backslash escapes); nothing when there are none."""
+    if not patterns:
+        return "", []
+    if is_postgres():
+        return f" AND NOT ({alias}.target LIKE ANY(%s))", [list(patterns)]
+    tests = " OR ".join([f"{alias}.target LIKE %s ESCAPE '\\'"] * len(patterns))
+    return f" AND NOT ({tests})", list(patterns)

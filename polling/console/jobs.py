@@ -24,9 +24,11 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
 from polling.console.actions import ConfirmForm, _confirm_or_run
+from polling.writing.callbacks import CALLBACK_OF
 from scheduling.console.jobs import JobAdmin
 from scheduling.errors import SchedulingError
 from scheduling.jobs.deadletters import job_requeue
+from scheduling.jobs.requests import request_public
 from scheduling.jobs.services import job_cancel, job_reschedule
 from scheduling.models import Job, JobStatus
 from scheduling.sharding.clock import db_now, iso_utc
@@ -250,8 +252,12 @@ class ConsoleJobAdmin(JobAdmin):
         older = rows.count() - len(attempts) if len(attempts) == TIMELINE_ATTEMPTS else 0
         payload = json.dumps(job.payload, indent=2, ensure_ascii=False, sort_keys=True)
         offered = PAGE_ACTIONS.get(job.status, []) if can_operate_jobs(request.user) else []
+        delivery = request_public(job.request)
         return {
             "job": job,
+            "delivery": delivery,
+            "delivery_shaped": job.request is not None,
+            "callback_of": (job.request or {}).get(CALLBACK_OF),
             "timeline": list(reversed(attempts)),
             "older_attempts": older,
             "payload_text": payload[:PAYLOAD_PREVIEW_CHARS],

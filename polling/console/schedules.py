@@ -9,6 +9,7 @@ here updates a schedule row itself.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +19,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from polling.console.actions import _confirm_or_run
+from scheduling.jobs.requests import request_public
 from scheduling.models import Job, JobStatus, Schedule
 from scheduling.schedules import services as schedules
 from scheduling.sharding.clock import db_now
@@ -106,6 +108,16 @@ class ScheduleAdmin(admin.ModelAdmin):
     list_select_related = ["team"]
     ordering = ["-created_at"]
     actions = [pause_schedules, resume_schedules]
+    # The delivery contract is shown masked (header values never leave the database
+    # decrypted) and changed through the API only.
+    exclude = ["request"]
+    readonly_fields = ["delivery"]
+
+    @admin.display(description="delivery (header values masked)")
+    def delivery(self, schedule: Schedule) -> str:
+        shown = request_public(schedule.request)
+        shown.pop("callbacks", None)
+        return json.dumps(shown, sort_keys=True)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
         # One subquery per page, served by the partial index job_schedule_due.

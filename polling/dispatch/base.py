@@ -51,6 +51,9 @@ class ClaimedJob:
     send_gap: float = 0.0  # seconds between the key's slots (a late job keeps them apart)
     # The W3C trace context the job keeps (``scheduling.tracing``; None: none).
     trace_context: str | None = None
+    # The delivery contract where it differs from the default webhook (``Job.request``,
+    # ``scheduling.jobs.requests``: method, sealed headers, format, timeout, retry, ...).
+    request: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)  # not frozen, as ClaimedJob
@@ -62,6 +65,10 @@ class Outcome:
     retry_after_seconds: float | None = None  # target asked us to wait (Retry-After)
     started_at: datetime | None = None
     duration_seconds: float | None = None
+    # The response, where it is kept (a failure; a success whose job asked for it, or
+    # has a success callback): its Content-Type and a bounded excerpt of its body.
+    content_type: str = ""
+    excerpt: str | None = None
 
 
 class _AboutAJob(Protocol):

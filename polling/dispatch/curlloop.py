@@ -13,14 +13,13 @@ and replies go back in batches. What it guarantees, per request:
   past that the transfer is cut (the status is kept) and the connection dropped.
 - **Timeouts.** Connect ``connect_timeout``; a response silent for ``read_timeout``
   after the request was sent (or since its last byte); ``connect + 3 * read`` in all.
-- **Per host:** at most ``max_per_host`` requests at once, started in the order
+- **Per host:** at most the host's cap of requests at once, started in the order
   they were sent (FIFO); a circuit breaker (``HostGuard``) fails a host's requests
-  fast while it is open. Behind the cap wait only as many as the host can take
-  within ``queue_seconds`` at its measured pace (``max_per_host * queue_seconds /
-  latency``, the latency being the host's smoothed time per request, or the age
-  of its oldest request still running if that is longer); the newest of the rest
-  are answered ``deferred`` (handed back to pending, untried), so a slow host
-  keeps to its own slots and never fills a poller's window.
+  fast while it is open. The cap is this poller's share of the host's budget for
+  the whole service (``polling.flow.host_shares``), sent by the poller's process
+  (``{"caps": {host: cap}}``); a host without one gets the guard's ``max_per_host``.
+  Nothing is handed back for being busy: the poller sends a host only what it can
+  start soon (``polling.flow.host_lanes``) and keeps the rest itself.
 """
 
 from __future__ import annotations
@@ -33,12 +32,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing.connection import Connection
-from urllib.parse import urlsplit
 
 import certifi
 import pycurl
 
 from polling.dispatch.hostguard import HostGuard, HostOpen
+from polling.dispatch.hosts import host_key
 from polling.dispatch.signing import signed_headers
 from scheduling import netguard
 
@@ -61,10 +60,11 @@ class Reply:
     retry_after: str | None = None  # the Retry-After header, as sent
     excerpt: bytes = b""
     error: str = ""
-    kind: str = ""  # "" | "timeout" | "network" | "blocked" | "host_open" | "deferred"
-    wait_hint: float | None = None  # seconds (host_open, deferred): when to try again
+    kind: str = ""  # "" | "timeout" | "network" | "blocked" | "host_open" | "truncated"
+    wait_hint: float | None = None  # seconds (host_open): when to try again
     started: float = 0.0  # monotonic, when the request left the host's queue
     finished: float = 0.0
+    content_type: str = ""  # the response's Content-Type, as sent
 
 
 @dataclass(slots=True)
@@ -78,6 +78,10 @@ class Outgoing:
     headers: list[str]  # besides the three signature headers
     secrets: list[str]
     timestamp: datetime  # webhook-timestamp (the database's clock)
+    # The job's delivery contract (``scheduling.jobs.requests``): its method (GET and
+    # DELETE send no body) and its whole request's limit in seconds (0: the service's).
+    method: str = "POST"
+    timeout: float = 0.0
 
 
 @dataclass(slots=True)
@@ -93,17 +97,8 @@ class Request:
     trial: bool = False  # the breaker's half-open trial
     heard: float = 0.0  # monotonic, when a response byte last arrived (0: none yet)
     chunks: list[bytes] = field(default_factory=list)  # the body read so far
-
-
-def host_key(url: str) -> tuple[str, str]:
-    """``("name:port", "name")`` of a URL (the default port of its scheme filled in)."""
-    parts = urlsplit(url)
-    name = (parts.hostname or "").lower()
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        port = 0
-    return f"{name}:{port}", name
+    method: str = "POST"  # as Outgoing
+    timeout: float = 0.0  # as Outgoing: also the request's silence limit when set
 
 
 class CurlLoop:
@@ -118,7 +113,6 @@ class CurlLoop:
         connect_timeout: float,
         read_timeout: float,
         max_connections: int,
-        queue_seconds: float,
     ) -> None:
         self.conn = conn
         self.allowlist = allowlist
@@ -126,7 +120,6 @@ class CurlLoop:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.max_connections = max(1, max_connections)
-        self.queue_seconds = queue_seconds
         self._next_stall_scan = 0.0
         self._freed = False  # a request finished since the last wait (its slot is free)
         self._inbox: deque[Request] = deque()
@@ -136,9 +129,9 @@ class CurlLoop:
         self._active: dict[str, int] = {}
         self._running: dict[pycurl.Curl, Request] = {}
         self._idle_handles: list[pycurl.Curl] = []
-        self._latency: dict[str, float] = {}  # per host, smoothed seconds per request
-        self._oldest_running: dict[str, float] = {}  # per host, start of its oldest request
-        self._free_at: dict[str, float] = {}  # per host, the next slot deferrals may book
+        self._caps: dict[str, int] = {}  # per host: this poller's share of its budget
+        # Handles last set up for another method or timeout than the default (reset on reuse).
+        self._shaped: set[pycurl.Curl] = set()
         self._closing = False
         self._multi = pycurl.CurlMulti()
         self._multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, self.max_connections)
@@ -169,6 +162,10 @@ class CurlLoop:
             if message is None:
                 self._closing = True
                 return
+            if isinstance(message, dict):  # {"caps": {host: cap}}: budget shares changed
+                self._caps.update(message.get("caps", {}))
+                self._freed = True  # a cap may have grown: waiting requests may start
+                continue
             now = time.monotonic()
             for out in message:
                 headers = [
@@ -184,6 +181,7 @@ class CurlLoop:
                     ),
                 ]
                 request = Request(out.token, out.url, out.body, headers)
+                request.method, request.timeout = out.method, out.timeout
                 request.host, request.hostname = host_key(out.url)
                 request.queued = now
                 self._inbox.append(request)
@@ -211,44 +209,12 @@ class CurlLoop:
                 self._answer(request, kind="host_open", error=str(error), hint=error.retry_after)
                 continue
             waiting.append(request)
-        self._defer_excess()
-
-    def _pace(self, host: str, now: float) -> float:
-        """Seconds one request to ``host`` takes: smoothed, or longer if one runs longer."""
-        pace = self._latency.get(host, 0.0)
-        oldest = self._oldest_running.get(host)
-        if oldest is not None:
-            pace = max(pace, now - oldest)
-        return pace
-
-    def _defer_excess(self) -> None:
-        """Hand back the newest waiting requests a host cannot start within queue_seconds."""
-        now = time.monotonic()
-        cap = self.guard.max_per_host
-        for host, waiting in self._waiting.items():
-            if not waiting:
-                continue
-            pace = self._pace(host, now)
-            if pace <= 0:
-                continue  # nothing measured yet: a first round goes out
-            allowed = int(cap * self.queue_seconds / pace)
-            while len(waiting) > allowed:
-                request = waiting.pop()
-                # Book the host's next free slot at its pace (a virtual clock): deferred
-                # requests come back spread at the rate the host takes them, not all at once.
-                slot = max(self._free_at.get(host, 0.0), now + pace * len(waiting) / cap)
-                self._free_at[host] = slot + pace / cap
-                self._answer(
-                    request,
-                    kind="deferred",
-                    error=f"deferred: {host} is busy ({len(waiting)} waiting, {pace:.1f}s each)",
-                    hint=max(1.0, slot - now),
-                )
 
     def _start_ready(self) -> None:
-        cap = self.guard.max_per_host
+        default_cap, caps = self.guard.max_per_host, self._caps
         for host, waiting in self._waiting.items():
             active = self._active.get(host, 0)
+            cap = caps.get(host, default_cap)
             while waiting and active < cap and len(self._running) < self.max_connections:
                 request = waiting.popleft()
                 try:
@@ -259,7 +225,6 @@ class CurlLoop:
                     )
                     continue
                 self._start(request, trial)
-                self._oldest_running.setdefault(host, request.reply.started)
                 active += 1
             self._active[host] = active
         for host in [h for h, w in self._waiting.items() if not w and not self._active.get(h)]:
@@ -286,6 +251,8 @@ class CurlLoop:
             request.heard = time.monotonic()
             if line[:12].lower() == b"retry-after:":
                 reply.retry_after = line[12:].decode("latin-1").strip()
+            elif line[:13].lower() == b"content-type:":
+                reply.content_type = line[13:200].decode("latin-1").strip()
 
         hostname = request.hostname
 
@@ -303,13 +270,43 @@ class CurlLoop:
             return socket.socket(family, socktype, protocol)
 
         handle.setopt(pycurl.URL, request.url)
-        handle.setopt(pycurl.POSTFIELDS, request.body)
+        if request.method != "POST" or request.timeout:
+            self._shape(handle, request)
+        else:
+            if handle in self._shaped:
+                self._unshape(handle)
+            handle.setopt(pycurl.POSTFIELDS, request.body)
         handle.setopt(pycurl.HTTPHEADER, request.headers)
         handle.setopt(pycurl.WRITEFUNCTION, on_body)
         handle.setopt(pycurl.HEADERFUNCTION, on_header)
         handle.setopt(pycurl.OPENSOCKETFUNCTION, open_socket)
         self._running[handle] = request
         self._multi.add_handle(handle)
+
+    def _shape(self, handle: pycurl.Curl, request: Request) -> None:
+        """A job's own method and timeout (its delivery contract); GET and DELETE send
+        no body."""
+        method = request.method
+        if method in ("GET", "DELETE"):
+            handle.setopt(pycurl.HTTPGET, 1)
+        else:
+            handle.setopt(pycurl.POST, 1)
+            handle.setopt(pycurl.POSTFIELDS, request.body)
+        if method in ("POST", "GET"):
+            handle.unsetopt(pycurl.CUSTOMREQUEST)
+        else:
+            handle.setopt(pycurl.CUSTOMREQUEST, method)
+        total = request.timeout or self.connect_timeout + 3 * self.read_timeout
+        handle.setopt(pycurl.TIMEOUT_MS, max(1, int(total * 1000)))
+        self._shaped.add(handle)
+
+    def _unshape(self, handle: pycurl.Curl) -> None:
+        """Back to the default request: a POST within the service's timeout."""
+        handle.setopt(pycurl.POST, 1)
+        handle.unsetopt(pycurl.CUSTOMREQUEST)
+        total = self.connect_timeout + 3 * self.read_timeout
+        handle.setopt(pycurl.TIMEOUT_MS, max(1, int(total * 1000)))
+        self._shaped.discard(handle)
 
     def _new_handle(self) -> pycurl.Curl:
         handle = pycurl.Curl()
@@ -357,10 +354,13 @@ class CurlLoop:
         if now < self._next_stall_scan or not self._running:
             return
         self._next_stall_scan = now + min(0.1, self.read_timeout / 4)
-        self._defer_excess()  # a host that slowed down since its requests queued
         quiet_since = now - self.read_timeout
         silent = []
         for handle, request in self._running.items():
+            if request.timeout:  # the job's own limit, for silence too
+                if request.reply.started < now - request.timeout:
+                    silent.append(handle)
+                continue
             if request.heard:
                 if request.heard < quiet_since:
                     silent.append(handle)
@@ -371,7 +371,11 @@ class CurlLoop:
             if sent and request.reply.started + sent < quiet_since:
                 silent.append(handle)
         for handle in silent:
-            message = f"no response byte for {self.read_timeout:g}s"
+            request = self._running[handle]
+            if request.timeout:
+                message = f"no response within the job's timeout_seconds ({request.timeout:g}s)"
+            else:
+                message = f"no response byte for {self.read_timeout:g}s"
             self._finish(handle, pycurl.E_OPERATION_TIMEDOUT, message)
 
     def _finish(self, handle: pycurl.Curl, code: int | None, message: str) -> None:
@@ -399,14 +403,6 @@ class CurlLoop:
         )
         self.guard.record(host, ok=ok, trial=request.trial)
         self._active[host] = self._active.get(host, 1) - 1
-        took = reply.finished - reply.started
-        self._latency[host] = 0.8 * self._latency.get(host, took) + 0.2 * took
-        if self._oldest_running.get(host) == reply.started:
-            starts = [r.reply.started for r in self._running.values() if r.host == host]
-            if starts:
-                self._oldest_running[host] = min(starts)
-            else:
-                del self._oldest_running[host]
         self._idle_handles.append(handle)
         self._freed = True
         self._deliver(request)

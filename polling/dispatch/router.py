@@ -84,6 +84,14 @@ class Router:
         for job in group:
             done(job, by_id.get(job.id) or Outcome(job.id, "retry", error=reason))
 
+    def host_caps(self, caps: dict[str, int]) -> None:
+        """Pass each host's cap (``polling.flow.host_lanes``) to the sinks that send
+        to hosts."""
+        for sink in self._sinks.values():
+            apply = getattr(sink, "host_caps", None)
+            if callable(apply):
+                apply(caps)
+
     def warm(self) -> None:
         """Let each sink that starts something (a process) start it now."""
         for sink in self._sinks.values():

@@ -27,7 +27,7 @@ from polling.dispatch.base import ClaimedJob, Outcome
 from scheduling import tracing
 
 LINKS_MAX = 32  # links of one read or write-back span: its first jobs with a context
-DELIVERY_METHOD = "POST"
+DELIVERY_METHOD = "POST"  # the default webhook's (the delivery contract may set another)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,10 +52,11 @@ def delivery_span(job: ClaimedJob, outcome: Outcome, span_id: int) -> None:
         trace.NonRecordingSpan(tracing.span_context_of(job.trace_context))
     )
     started = outcome.started_at
-    attributes = _delivery_attributes(job, outcome)
+    method = _method(job)
+    attributes = _delivery_attributes(job, outcome, method)
     with tracing.with_span_id(span_id):
         span = tracing.TRACER.start_span(
-            DELIVERY_METHOD,
+            method,
             context=parent,
             kind=SpanKind.CLIENT,
             attributes=attributes,
@@ -69,12 +70,17 @@ def delivery_span(job: ClaimedJob, outcome: Outcome, span_id: int) -> None:
     span.end(end_time=end)
 
 
-def _delivery_attributes(job: ClaimedJob, outcome: Outcome) -> dict[str, Any]:
+def _method(job: ClaimedJob) -> str:
+    """The attempt's HTTP method: the delivery contract's (``Job.request``), else POST."""
+    return DELIVERY_METHOD if job.request is None else job.request.get("method", DELIVERY_METHOD)
+
+
+def _delivery_attributes(job: ClaimedJob, outcome: Outcome, method: str) -> dict[str, Any]:
     # Few attributes: each costs ~5 us of the poller's CPU per span to set and encode
     # (docs/performance.md, "Traces"). The team and the URL's scheme and port are the
     # job's (its id finds them); errors and occurrences add theirs.
     attributes: dict[str, Any] = {
-        "http.request.method": DELIVERY_METHOD,
+        "http.request.method": method,
         "server.address": _host(job.target),
         "sendlater.job.id": str(job.id),
         "sendlater.job.attempt": job.attempt,

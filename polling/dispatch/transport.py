@@ -74,6 +74,15 @@ class TransportProcess:
             assert self._conn is not None
             self._conn.send(batch)
 
+    def caps(self, caps: dict[str, int]) -> None:
+        """This poller's share of each host's concurrency (``polling.flow.host_shares``);
+        it applies to the requests sent after it."""
+        with self._lock:
+            if self._conn is None:
+                self._start()
+            assert self._conn is not None
+            self._conn.send({"caps": dict(caps)})
+
     def close(self) -> None:
         with self._lock:
             conn, process = self._conn, self._process

@@ -29,12 +29,20 @@ from polling.dispatch.team_secrets import SecretsLookup, team_signing_secrets
 from polling.dispatch.transport import Outgoing, Reply, TransportProcess
 from polling.ownership.renewer import PROGRESS
 from scheduling import conf, tracing
+from scheduling.jobs.requests import (
+    BODYLESS_METHODS,
+    PAYLOAD_JSON_CONTENT_TYPE,
+    PAYLOAD_TEXT_CONTENT_TYPE,
+    headers_unsealed,
+)
+from scheduling.sealing import InvalidToken
 from scheduling.sharding.clock import iso_utc
 
 logger = logging.getLogger(__name__)
 
 USER_AGENT = "sendlater-webhook/1"
 ERROR_EXCERPT_CHARS = 300
+RESPONSE_EXCERPT_CHARS = 1024  # a kept response (capture_response, callbacks)
 _RETRY_AFTER_CAP_SECONDS = 24 * 3600
 
 
@@ -92,6 +100,41 @@ _HEADERS = [
 ]
 
 
+def shaped_request(job: ClaimedJob, request: dict) -> tuple[bytes, list[str]]:
+    """The body and headers of a job with a delivery contract (``job.request``): its
+    body format, its method (GET and DELETE send no body), its own headers (unsealed
+    here, in the poller's memory only; never logged). InvalidToken if no key of
+    SENDLATER_ENCRYPTION_KEYS opens them."""
+    content_type: str | None = "application/json"
+    if request.get("format") == "payload":
+        payload = job.payload
+        if isinstance(payload, str):
+            body = payload.encode()
+            content_type = request.get("content_type") or PAYLOAD_TEXT_CONTENT_TYPE
+        else:
+            try:
+                body = orjson.dumps(payload)
+            except TypeError:  # an integer beyond 64 bits, as in request_body
+                body = json.dumps(payload, separators=(",", ":")).encode()
+            content_type = request.get("content_type") or PAYLOAD_JSON_CONTENT_TYPE
+    else:
+        body = request_body(job)
+    if request.get("method", "POST") in BODYLESS_METHODS:
+        body, content_type = b"", None
+    own = headers_unsealed(request)
+    headers = [f"content-type: {content_type}"] if content_type else []
+    if not any(name.lower() == "user-agent" for name in own):
+        headers.append(f"user-agent: {USER_AGENT}")
+    headers += [f"{name}: {value}" for name, value in own.items()]
+    headers.append("expect:")
+    return body, headers
+
+
+def _traced(headers: list[str]) -> bool:
+    """Whether ``headers`` (``name: value`` lines) already carry a ``traceparent``."""
+    return any(line[:12].lower() == "traceparent:" for line in headers)
+
+
 class WebhookSink:
     """Deliver webhook jobs; reports one Outcome per job, never raises per job."""
 
@@ -105,7 +148,6 @@ class WebhookSink:
         read_timeout: float | None = None,
         guard: HostGuard | None = None,
         clock: Callable[[], datetime] = DB_TIME.now,
-        queue_seconds: float | None = None,
     ) -> None:
         """``max_connections``: requests in flight at once over all hosts (the
         connection pool; default SENDLATER_WEBHOOK_MAX_CONNECTIONS). ``concurrency``
@@ -129,7 +171,6 @@ class WebhookSink:
             or settings.SENDLATER_WEBHOOK_CONNECT_TIMEOUT_SECONDS,
             "read_timeout": read_timeout or settings.SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS,
             "max_connections": max_connections or settings.SENDLATER_WEBHOOK_MAX_CONNECTIONS,
-            "queue_seconds": queue_seconds or settings.SENDLATER_WEBHOOK_QUEUE_SECONDS,
         }
         self.transport = TransportProcess(config=config, on_replies=self._on_replies)
         self._tokens = itertools.count()
@@ -153,20 +194,47 @@ class WebhookSink:
                 done(job, Outcome(job.id, "retry", error="team has no signing secret"))
                 continue
             token = next(self._tokens)
-            headers, span_id = _HEADERS, 0
-            if traced and job.trace_context:  # this attempt's own span in the job's trace
-                headers, span_id = delivery_headers(job, _HEADERS)
-            pending.append((token, (job, done, signed_at, signed_mono, span_id)))
-            batch.append(
-                Outgoing(
-                    token, job.target, str(job.id), request_body(job), headers, keys, signed_at
-                )
+            request = job.request
+            method, timeout = "POST", 0.0
+            if request is None:  # the default webhook: most jobs
+                body, headers = request_body(job), _HEADERS
+            else:
+                try:
+                    body, headers = shaped_request(job, request)
+                except InvalidToken:
+                    error = "header values cannot be decrypted (SENDLATER_ENCRYPTION_KEYS)"
+                    done(job, Outcome(job.id, "retry", error=error))
+                    continue
+                method = request.get("method", "POST")
+                timeout = float(request.get("timeout_seconds") or 0)
+            span_id = 0
+            # this attempt's own span in the job's trace (a traceparent the job's own
+            # headers set is theirs: sent as it is, and no span of ours)
+            if traced and job.trace_context and (request is None or not _traced(headers)):
+                headers, span_id = delivery_headers(job, headers)
+            outgoing = Outgoing(
+                token,
+                job.target,
+                str(job.id),
+                body,
+                headers,
+                keys,
+                signed_at,
+                method=method,
+                timeout=timeout,
             )
+            pending.append((token, (job, done, signed_at, signed_mono, span_id)))
+            batch.append(outgoing)
         if not batch:
             return
         with self._lock:
             self._pending.update(pending)
         self.transport.send(batch)
+
+    def host_caps(self, caps: dict[str, int]) -> None:
+        """Cap each host in ``caps`` (``host_key``) at that many requests at once: this
+        poller's share of the host's budget (``polling.flow.host_lanes``)."""
+        self.transport.caps(caps)
 
     def warm(self) -> None:
         """Start the transport process ahead of the first job."""
@@ -201,10 +269,6 @@ class WebhookSink:
         if reply.status is None:
             if reply.kind == "blocked":  # the guard refused; retrying cannot help
                 return Outcome(job.id, "dead", error=reply.error[:ERROR_EXCERPT_CHARS])
-            if reply.kind == "deferred":  # never tried: not an attempt
-                return Outcome(
-                    job.id, "deferred", error=reply.error, retry_after_seconds=reply.wait_hint
-                )
             return Outcome(
                 job.id,
                 "retry",
@@ -217,10 +281,19 @@ class WebhookSink:
         if result != "delivered":
             text = reply.excerpt[:ERROR_EXCERPT_CHARS].decode("utf-8", "replace")
             error = f"HTTP {reply.status}: {text}".strip()[:ERROR_EXCERPT_CHARS]
-        return Outcome(
+        outcome = Outcome(
             job.id,
             result,  # type: ignore[arg-type]
             error=error,
             status_code=reply.status,
             retry_after_seconds=retry_after,
         )
+        if result != "delivered" or (job.request is not None and wants_response(job.request)):
+            outcome.content_type = reply.content_type
+            outcome.excerpt = reply.excerpt[:RESPONSE_EXCERPT_CHARS].decode("utf-8", "replace")
+        return outcome
+
+
+def wants_response(request: dict) -> bool:
+    """Whether a delivered job keeps its response: it asked, or a success callback reports it."""
+    return bool(request.get("capture_response") or request.get("on_success_url"))

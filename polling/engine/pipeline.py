@@ -32,17 +32,19 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from polling import metrics
+from polling import conf, metrics
 from polling.common.failpoints import failpoint
 from polling.dispatch import spans
 from polling.dispatch.base import ClaimedJob, Outcome, is_pipelined
 from polling.flow.admission import slots_give
 from polling.flow.gate import FlowGate
+from polling.flow.host_lanes import HostLanes
 from polling.ownership.renewer import PROGRESS
 from polling.ownership.stall_bounds import bounded_atomic
 from polling.reading.cursors import ReadCursors
 from polling.writing import writeback
 from polling.writing.attempts import attempts_record
+from polling.writing.callbacks import outcomes_heard
 from polling.writing.retries import results_build
 
 logger = logging.getLogger(__name__)
@@ -65,6 +67,8 @@ class Pipeline:
         group_seconds: float,
         stall_seconds: float,
         rescan_seconds: float = 1.0,
+        host_cap: int | None = None,
+        queue_seconds: float | None = None,
     ) -> None:
         self.owner = owner
         self.sink = sink
@@ -78,10 +82,18 @@ class Pipeline:
         self._ready_jobs: list[ClaimedJob] = []
         self._ready_outcomes: list[Outcome] = []
         self._expired: list[ClaimedJob] = []
+        self._released: list[ClaimedJob] = []  # parked, never sent, handed back unwritten
         self._ready_since: float | None = None  # when the oldest unwritten result arrived
         self.by_shard: Counter[int] = Counter()  # jobs in the window per shard
         self.cursors = ReadCursors(rescan_seconds)
         self.gate = FlowGate()
+        self.hosts = HostLanes(
+            owner=owner,
+            cap=host_cap or conf.webhook_max_per_host(),
+            queue_seconds=queue_seconds or conf.webhook_queue_seconds(),
+            window=self.window,
+            apply_caps=getattr(sink, "host_caps", None),
+        )
         self._batch_left: Counter[int] = Counter()  # in-flight batch -> jobs not yet written
         # Jobs of rate-limited keys waiting for their slot: (send_at, order, job).
         self._timed: list[tuple[datetime, int, ClaimedJob]] = []
@@ -93,16 +105,23 @@ class Pipeline:
     @property
     def in_flight(self) -> int:
         """Jobs in the window: sent, or answered and not yet written back."""
-        return len(self._sent) + len(self._ready_jobs) + len(self._expired) + len(self._timed)
+        return (
+            len(self._sent)
+            + len(self._ready_jobs)
+            + len(self._expired)
+            + len(self._released)
+            + len(self._timed)
+            + self.hosts.parked
+        )
 
     def room(self) -> int:
         return self.window - self.in_flight
 
     @property
     def all_answered(self) -> bool:
-        """Nothing is out with the sink or waiting for its slot (what is in the window
-        only awaits its write)."""
-        return not self._sent and not self._timed
+        """Nothing is out with the sink or waiting for its slot or its host (what is in
+        the window only awaits its write)."""
+        return not self._sent and not self._timed and not self.hosts.parked
 
     def busy_shards(self) -> set[int]:
         return {shard for shard, count in self.by_shard.items() if count}
@@ -166,7 +185,43 @@ class Pipeline:
             return None
         return max(0.0, (self._timed[0][0] - now).total_seconds())
 
+    def send_parked(self, now: datetime) -> None:
+        """Send the jobs parked for a busy host that has room now (expired ones are
+        written expired instead)."""
+        ready = self.hosts.ready()
+        if not ready:
+            return
+        live = []
+        for job in ready:
+            if job.expires_at is not None and job.expires_at <= now:
+                self.hosts.answered(job, Outcome(job.id, "dead"))  # its place in the lane
+                self._expired.append(job)
+            else:
+                live.append(job)
+        if self._expired and self._ready_since is None:
+            self._ready_since = time.monotonic()
+        self._dispatch(live)
+
+    def release_parked(self, shards: set[int] | None = None) -> int:
+        """Hand back the parked jobs (of ``shards``, or all): never sent, their rows are
+        left as they are and their in-flight batches forgotten at the next write
+        (a poller stopping, shards given up). Returns how many."""
+        if not self.hosts.parked:
+            return 0
+        keep = None if shards is None else (lambda job: job.shard not in shards)
+        dropped = self.hosts.drop_parked(keep)
+        if dropped:
+            self._released.extend(dropped)
+            if self._ready_since is None:
+                self._ready_since = time.monotonic()
+        return len(dropped)
+
     def _send(self, live: list[ClaimedJob]) -> None:
+        """Send ``live`` (each webhook only as its host has room: ``HostLanes``)."""
+        if live:
+            self._dispatch(self.hosts.split(live))
+
+    def _dispatch(self, live: list[ClaimedJob]) -> None:
         if not live:
             return
         sent_at = time.monotonic()
@@ -224,6 +279,7 @@ class Pipeline:
         if sent is None or sent[0].batch != job.batch:
             return 0
         del self._sent[job.id]
+        self.hosts.answered(job, outcome)
         if self._ready_since is None:
             self._ready_since = time.monotonic()
         self._ready_jobs.append(job)
@@ -257,7 +313,7 @@ class Pipeline:
 
     def write_due(self) -> bool:
         """Whether a group is ready: ``group_size`` results, or the oldest is old enough."""
-        ready = len(self._ready_jobs) + len(self._expired)
+        ready = len(self._ready_jobs) + len(self._expired) + len(self._released)
         if not ready:
             return False
         if ready >= self.group_size:
@@ -278,9 +334,11 @@ class Pipeline:
         dropped: the row is still pending, and the shard's new owner delivers it.
         """
         jobs, outcomes, expired = self._ready_jobs, self._ready_outcomes, self._expired
-        if not jobs and not expired:
+        released = self._released
+        if not jobs and not expired and not released:
             return set()
         self._ready_jobs, self._ready_outcomes, self._expired = [], [], []
+        self._released = []
         self._ready_since = None
         failpoint("after_dispatch")  # fault tests: crash between delivery and write-back
         span = spans.batch_open("sendlater.write_back", owner=self.owner)  # None: tracing off
@@ -289,20 +347,25 @@ class Pipeline:
                 results = results_build(jobs=jobs, outcomes=outcomes, expired=expired, now=now)
                 written = writeback.write_back(owner=self.owner, results=results, now=now)
                 attempts_record(results=results, written=written, poller=self.owner, now=now)
-                done = self._batches_done(jobs, expired)
+                outcomes_heard(  # callbacks and kept responses, in this transaction
+                    jobs=jobs,
+                    outcomes=outcomes,
+                    expired=expired,
+                    results=results,
+                    written=written,
+                    now=now,
+                )
+                done = self._batches_done(jobs, expired, released)
                 if len(written) != len(results):  # fenced out: the next owner forgets those
                     done -= {job.batch for job in (*jobs, *expired) if job.id not in written}
                 writeback.inflight_forget(done)
-                slots_give(owner=self.owner, counts=_slots(jobs, expired))
+                slots_give(owner=self.owner, counts=_slots(jobs, expired, released))
         finally:
-            for job in jobs:
-                self.by_shard[job.shard] -= 1
-            for job in expired:
-                self.by_shard[job.shard] -= 1
-            self.cursors.resolved(jobs)
-            self.cursors.resolved(expired)
-            self.gate.resolved(jobs)
-            self.gate.resolved(expired)
+            for group in (jobs, expired, released):
+                for job in group:
+                    self.by_shard[job.shard] -= 1
+                self.cursors.resolved(group)
+                self.gate.resolved(group)
             metrics.IN_FLIGHT.set(self.in_flight)
             spans.batch_close(span, jobs, expired)
         metrics.WRITEBACK_GROUP.observe(len(results))
@@ -343,8 +406,10 @@ class Pipeline:
         while not self._arrived.empty():  # their outcomes (more may come: _take drops them)
             self._arrived.get_nowait()
         self._ready_jobs, self._ready_outcomes, self._expired = [], [], []
+        self._released = []
         self._ready_since = None
         self._timed.clear()
+        self.hosts.forget()
         self.by_shard.clear()
         self.cursors.clear()
         self.gate.clear()

@@ -24,7 +24,7 @@ from polling.common.database_time import DB_TIME, DatabaseTime
 from polling.dispatch.base import PipelinedSink, Sink
 from polling.engine.pipeline import Pipeline
 from polling.engine.pump import WAIT_SLICE_SECONDS, Pump
-from polling.flow import admission
+from polling.flow import admission, host_shares
 from polling.ownership import registration
 from polling.ownership.keeper import LeaseKeeper
 from polling.ownership.renewer import LeaseRenewer
@@ -257,6 +257,10 @@ class Poller:
     def shutdown(self) -> None:
         """Finish what is in flight (within the shutdown grace), write it back, let go."""
         grace = max(1.0, conf.shutdown_grace_seconds() - 2)
+        # Jobs parked for a busy host were never sent: they go back as they are.
+        released = self.pipeline.release_parked()
+        if released:
+            logger.info("poller %s: %s jobs parked for busy hosts handed back", self.name, released)
         try:
             self.pump.settle(deadline=time.monotonic() + grace)
         except Exception:
@@ -285,6 +289,10 @@ class Poller:
             admission.slots_reset(owner=self.name)
         except Exception:
             logger.exception("poller %s: could not give back flow-control slots", self.name)
+        try:  # and its shares of the hosts' budgets (they also lapse when not refreshed)
+            host_shares.shares_release(owner=self.name)
+        except Exception:
+            logger.exception("poller %s: could not give back its hosts' shares", self.name)
 
     def _flow_slots_renew(self, until: datetime) -> None:
         """The flow-control slots this poller holds live as long as its leases."""
@@ -298,6 +306,8 @@ class Poller:
             self._drop_all_leases()
             if self.ownership.stranded:
                 return
+        if self.ownership.releasing:  # parked jobs need not hold a shard being given up
+            self.pipeline.release_parked(self.ownership.releasing)
         self.ownership.maintain(
             self._now(), busy=self.pipeline.busy_shards, stopping=self.stopping.is_set()
         )

@@ -46,6 +46,7 @@ class Pump:
         ``wait`` s) and write back a due group."""
         now = self._now()
         self.pipeline.send_due(now)
+        self.hosts_refresh()
         until_write = self.pipeline.seconds_to_write()
         if until_write is not None:
             wait = min(wait, until_write)
@@ -53,10 +54,18 @@ class Pump:
         if until_send is not None:
             wait = min(wait, until_send)
         self.pipeline.collect(timeout=wait)
+        self.pipeline.send_parked(self._now())
         if self.pipeline.write_due():
             self.write_back()
         else:
             self.keeper.renew_if_due(self._now())
+
+    def hosts_refresh(self) -> None:
+        """Take this poller's shares of its hosts' budgets when due (``HostLanes``)."""
+        hosts = self.pipeline.hosts
+        if hosts.refresh_due():
+            hosts.refresh(self._now())
+            self.pipeline.send_parked(self._now())
 
     def write_back(self) -> None:
         # A slow delivery must not let the lease lapse before its write.
@@ -70,9 +79,11 @@ class Pump:
                 return
             now = self._now()
             self.pipeline.send_due(now)
+            self.hosts_refresh()
             until_send = self.pipeline.seconds_to_send(now)
             wait = WAIT_SLICE_SECONDS if until_send is None else min(WAIT_SLICE_SECONDS, until_send)
             self.pipeline.collect(timeout=max(wait, 0.001))
+            self.pipeline.send_parked(self._now())
             if self.pipeline.all_answered or self.pipeline.write_due():
                 self.write_back()
             else:

@@ -17,6 +17,7 @@ from polling.common.sql import (
     fetch_all,
     floor,
     held_filter,
+    host_filter,
     placeholders,
     to_dt,
     values_rows,
@@ -65,7 +66,11 @@ class Front:
 
 
 def frontier(
-    *, shards: Iterable[int], open_bucket: datetime, held: Sequence[str] = ()
+    *,
+    shards: Iterable[int],
+    open_bucket: datetime,
+    held: Sequence[str] = (),
+    hosts: Sequence[str] = (),
 ) -> dict[int, Front]:
     """For each shard: checkpoint, first bucket after it with pending rows
     (up to ``open_bucket``) and the earliest pending ``due_at`` in that bucket.
@@ -74,12 +79,16 @@ def frontier(
     after each checkpoint and probes ``(bucket, shard)`` by index, so a stretch of
     empty minutes costs nothing and the answer is one statement for all shards.
     Rows of the flow-control keys in ``held`` (``held_key`` form) are not work: a
-    bucket holding only those is passed over (the checkpoint still stops before it).
+    bucket holding only those is passed over (the checkpoint still stops before it),
+    and so are webhooks to the busy hosts whose URL patterns are in ``hosts``
+    (``polling.flow.host_lanes``).
     """
     wanted = sorted(set(shards))
     if not wanted:
         return {}
     walk, walk_params = held_filter("p", held)
+    by_host, host_params = host_filter("p", hosts)
+    walk, walk_params = walk + by_host, walk_params + host_params
     sql = FRONTIER_SQL.format(shards=placeholders(len(wanted)), held_walk=walk, held_due=walk)
     rows = fetch_all(sql, [floor(), dt(open_bucket), *walk_params, *wanted, *walk_params])
     return {int(s): Front(to_dt(cp), to_dt(first), to_dt(due)) for s, cp, first, due in rows}

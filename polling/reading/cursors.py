@@ -119,6 +119,12 @@ class ReadCursors:
             if not cursor.due:
                 del self._cursors[key]  # the next read starts afresh: nothing to pass over
 
+    def rescan_all(self) -> None:
+        """Read every ``(shard, bucket)`` from its start next time: rows left out of the
+        reads (a busy host's) may lie behind the cursors."""
+        for cursor in self._cursors.values():
+            cursor.rescan_at = 0.0
+
     def clear(self) -> None:
         self._cursors.clear()
 

@@ -11,6 +11,7 @@ from typing import Protocol
 from polling import metrics
 from polling.dispatch.base import ClaimedJob
 from polling.flow.gate import FlowGate
+from polling.flow.host_lanes import HostLanes
 from polling.ownership import leases as lease_sql
 from polling.ownership.keeper import LeaseKeeper
 from polling.ownership.stall_bounds import WindowBusy
@@ -28,6 +29,7 @@ class Window(Protocol):
 
     cursors: ReadCursors
     gate: FlowGate
+    hosts: HostLanes
 
     def room(self) -> int: ...
 
@@ -70,8 +72,15 @@ class ShardReader:
         step = timedelta(seconds=self.width)
         last_closed = open_bucket - step if is_closed(open_bucket - step, now) else None
         last_closed = last_closed or open_bucket - 2 * step
+        hosts = self.window.hosts
+        if hosts.freed:  # a busy host has room again: its rows may lie behind the cursors
+            hosts.freed = False
+            self.window.cursors.rescan_all()
         fronts = checkpoints.frontier(
-            shards=leases, open_bucket=open_bucket, held=self.window.gate.excluded()
+            shards=leases,
+            open_bucket=open_bucket,
+            held=self.window.gate.excluded(),
+            hosts=hosts.excluded(),
         )
         self.after_bucket = min((f.checkpoint or EPOCH for f in fronts.values()), default=EPOCH)
         targets: dict[int, tuple[int, datetime]] = {}
@@ -115,6 +124,7 @@ class ShardReader:
                 skip=read.skip,
                 fetch=read.fetch,
                 held=window.gate.excluded(),
+                hosts=window.hosts.excluded(),
                 slots_until=now + timedelta(seconds=self.keeper.lease_seconds),
             )
         except lease_sql.LeaseLost:

@@ -25,6 +25,7 @@ from polling.common.sql import (
     dt,
     fetch_all,
     held_filter,
+    host_filter,
     is_postgres,
     placeholders,
     to_dt,
@@ -42,9 +43,11 @@ from scheduling.jobs.inflight import WINDOW_LOCK_CLASS, ids_text
 WINDOW_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s, %s)"
 WINDOW_LOCK_BOUNDED_SQL = LOCK_BOUND_CTE + "SELECT pg_advisory_xact_lock(%s, %s) FROM bound"
 
+# ``request`` (the delivery contract) and ``trace_context`` last: NULL for default-shape,
+# untraced jobs; ``request`` decoded only when set.
 TAKE_COLUMNS = """id, team_id, due_at, attempts + 1, target_kind, target, payload, metadata,
-    expires_at, schedule_id, scheduled_for, flow_control_key, trace_context"""
-_TAKE_WIDTH = 13  # the columns of TAKE_COLUMNS
+    expires_at, schedule_id, scheduled_for, flow_control_key, request, trace_context"""
+_TAKE_WIDTH = 14  # the columns of TAKE_COLUMNS
 
 TAKE_SQL = (
     "SELECT "
@@ -93,6 +96,7 @@ def batch_take(
     skip: Container[UUID] = (),
     fetch: int | None = None,
     held: Sequence[str] = (),
+    hosts: Sequence[str] = (),
     slots_until: datetime | None = None,
 ) -> Taken:
     """Read up to ``limit`` due pending jobs of ``(bucket, shard)`` and record them in flight.
@@ -105,12 +109,15 @@ def batch_take(
     row with the ids, fenced on my unexpired lease at ``epoch``: LeaseLost if it is
     not mine. Rows in ``skip`` (already in flight) are passed over; the read fetches
     ``fetch`` rows (default ``limit``) so that enough remain. Rows of the keys in
-    ``held`` (``sqlutil.held_key`` form) are left out. The bucket and shard are
-    constants: PostgreSQL reads one partition's pending index. A lock held past
+    ``held`` (``sqlutil.held_key`` form) are left out, and so are webhooks to the
+    busy hosts whose URL patterns are in ``hosts`` (``polling.flow.host_lanes``). The
+    bucket and shard are constants: PostgreSQL reads one partition's pending index. A lock held past
     ``stallbound.lock_wait_ms()`` (a stopped poller's window) raises ``WindowBusy``,
     nothing read; a stop inside the transaction is bounded by ``polling.ownership.stall_bounds``.
     """
     held_sql, held_params = held_filter("j", held)
+    host_sql, host_params = host_filter("j", hosts)
+    held_sql, held_params = held_sql + host_sql, held_params + host_params
     sql = TAKE_SQL.format(after=" AND j.due_at >= %s" if after is not None else "", held=held_sql)
     params = [dt(bucket), shard, dt(now)]
     if after is not None:
@@ -167,8 +174,7 @@ def rows_typed(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
             to_dt(r[8]),
             _uuid_or_none(r[9]),
             to_dt(r[10]),
-            r[11],
-            r[12],
+            *r[11:_TAKE_WIDTH],
         )
         for r in rows
     ]
@@ -198,6 +204,7 @@ def job_of(
         schedule_id,
         scheduled_for,
         flow_key,
+        request,
         trace_context,
     ) = row
     flow, send_at, gap = grants.get(job_id, _NO_GRANT) if grants else _NO_GRANT
@@ -222,6 +229,7 @@ def job_of(
         send_at=send_at,
         send_gap=gap,
         trace_context=trace_context,
+        request=None if request is None else to_json(request),
     )
 
 

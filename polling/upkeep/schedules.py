@@ -90,6 +90,7 @@ class Plan:
     window_seconds: int
     expires_after_seconds: int | None
     flow_control_key: str | None = None  # copied to every occurrence
+    request: dict[str, Any] | None = None  # the delivery contract, copied likewise
     payload_json: str = ""  # compact JSON, encoded once for all the schedule's jobs
     # The ledger floor after this plan: min(cursor, now - ledger keep), never lowered.
     floor: datetime | None = None
@@ -98,14 +99,14 @@ class Plan:
 
 # S, the shard indices in use, is the number of lease rows (``0 .. max(S) - 1``);
 # each row carries it (column 18) so the poller needs no second statement. Column 19:
-# the flow-control key each occurrence carries; 20: the ledger floor; 21: the
-# schedule's trace context.
+# the flow-control key each occurrence carries; 20: the ledger floor; 21: the delivery
+# contract (``Job.request``, headers sealed as they are); 22: the schedule's trace context.
 DUE_SQL = """
 WITH n (indices) AS (SELECT COUNT(*) FROM polling_shardlease)
 SELECT s.id, s.team_id, s.cron, s.every_seconds, s.timezone, s.target_kind, s.target,
     s.payload, s.metadata, s.window_seconds, s.expires_after_seconds, s.start_at, s.end_at,
     s.anchor_at, s.missed, s.next_at, s.version, s.shard_hash, n.indices, s.flow_control_key,
-    s.ledger_floor, s.trace_context
+    s.ledger_floor, s.request, s.trace_context
 FROM scheduling_schedule s, n
 WHERE s.paused = %s AND s.next_at IS NOT NULL AND s.next_at <= %s AND n.indices > 0
   AND (s.shard_hash %% n.indices) IN ({shards})
@@ -185,8 +186,9 @@ def plan(row: Sequence[Any], *, epoch: int, shard: int, now: datetime, until: da
         window_seconds=int(window),
         expires_after_seconds=expires,
         flow_control_key=row[19],
+        request=to_json(row[21]),
         floor=new_floor if floor is None else max(floor, new_floor),
-        trace_context=row[21],
+        trace_context=row[22],
     )
 
 
@@ -409,6 +411,7 @@ def occurrences_write_fenced(*, owner: str, plans: Sequence[Plan], now: datetime
                         "schedule_id": schedule_id,
                         "scheduled_for": instant,
                         "flow_control_key": p.flow_control_key,
+                        "request": p.request,
                         "trace_context": occurrence_context(
                             p.trace_context, schedule_id=schedule_id, scheduled_for=instant
                         )

@@ -1,13 +1,17 @@
 """What happens to a delivered, failed or expired job: the write-back rows.
 
 Retries move the row to its new due time's ``(bucket, shard)`` through the same
-machinery as a new job (``shard_counts_record`` + ``keys.shard_of``), in bulk.
+machinery as a new job (``shard_counts_record`` + ``keys.shard_of``), in bulk. How
+many tries and how far apart: the job's retry policy (``ClaimedJob.request``), what it
+leaves out the team's defaults (read once per group, only when a job of it failed),
+then the service's settings.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from polling import conf
@@ -15,25 +19,93 @@ from polling.dispatch.base import ClaimedJob, Outcome, answered_in_order
 from polling.writing.writeback import Result
 from scheduling import keys
 from scheduling.conf import bucket_seconds
+from scheduling.models import Team
 from scheduling.sharding.buckets import shard_counts_record
 from scheduling.sharding.clock import open_bucket
 
 _MAX_ERROR_CHARS = 2000
 
 
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A job's retry policy in force: tries in all, the backoff's base and cap, and the
+    least delay the job or its team asked for (0: none; the jitter may halve the base)."""
+
+    max_attempts: int
+    base_seconds: float
+    cap_seconds: float
+    floor_seconds: float = 0.0
+
+
 def backoff_seconds(
-    attempt: int, *, retry_after: float | None = None, rng: random.Random | None = None
+    attempt: int,
+    *,
+    retry_after: float | None = None,
+    rng: random.Random | None = None,
+    policy: Policy | None = None,
 ) -> float:
-    """Exponential backoff with jitter: ``base * 2**(attempt-1)``, capped, times 0.5-1.0.
+    """Exponential backoff with jitter: ``base * 2**(attempt-1)``, capped, times 0.5-1.0,
+    never under the policy's floor.
 
     A target's Retry-After is honoured as a lower bound (still capped).
     """
-    base, cap = conf.retry_base_seconds(), conf.retry_cap_seconds()
+    if policy is None:
+        base, cap, floor = conf.retry_base_seconds(), conf.retry_cap_seconds(), 0.0
+    else:
+        base, cap, floor = policy.base_seconds, policy.cap_seconds, policy.floor_seconds
     delay = min(cap, base * 2 ** max(0, attempt - 1))
     delay *= 0.5 + 0.5 * (rng or random).random()
+    delay = max(delay, min(floor, cap))
     if retry_after is not None and retry_after > 0:
         delay = max(delay, min(cap, retry_after))
     return delay
+
+
+_TEAM_RETRY_FIELDS = (
+    "retry_max_attempts",
+    "retry_min_backoff_seconds",
+    "retry_max_backoff_seconds",
+)
+
+
+class Policies:
+    """The retry policy of each failed job of a group: the job's, then its team's
+    defaults (one query for the group's teams, made only when a job failed), then the
+    service's."""
+
+    def __init__(self, jobs: Sequence[ClaimedJob] = ()) -> None:
+        self.service = Policy(
+            conf.max_attempts(), conf.retry_base_seconds(), conf.retry_cap_seconds()
+        )
+        self._jobs = jobs  # whose teams are read at the first failure (one query)
+        self._teams: dict[int, tuple[int | None, int | None, int | None]] | None = None
+        self._plain: dict[int, Policy] = {}
+
+    def of(self, job: ClaimedJob) -> Policy:
+        own = (job.request or {}).get("retry")
+        if own is None:
+            policy = self._plain.get(job.team_id)
+            if policy is None:
+                policy = self._plain[job.team_id] = self._merged({}, job.team_id)
+            return policy
+        return self._merged(own, job.team_id)
+
+    def read_teams(self, jobs: Iterable[ClaimedJob]) -> None:
+        rows = Team.objects.filter(id__in={job.team_id for job in jobs}).values_list(
+            "id", *_TEAM_RETRY_FIELDS
+        )
+        self._teams = {team_id: tuple(rest) for team_id, *rest in rows}  # type: ignore[misc]
+
+    def _merged(self, own: dict, team_id: int) -> Policy:
+        if self._teams is None:
+            self.read_teams(self._jobs)
+        team = self._teams.get(team_id, (None, None, None))
+        attempts = own.get("max_attempts") or team[0] or self.service.max_attempts
+        low = own.get("min_backoff_seconds") or team[1]
+        high = own.get("max_backoff_seconds") or team[2]
+        base = float(low) if low else self.service.base_seconds
+        cap = float(high) if high else max(self.service.cap_seconds, base)
+        return Policy(int(attempts), base, max(cap, 1.0), float(low or 0))
 
 
 def _paired(
@@ -74,7 +146,8 @@ def results_build(
     ]
     retries: list[tuple[ClaimedJob, datetime, datetime, str, Outcome]] = []
     deferred: list[tuple[ClaimedJob, datetime, datetime, str, Outcome]] = []
-    max_attempts = conf.max_attempts()
+    # The team defaults are read at the first failure: a delivered group reads nothing.
+    policies = Policies(jobs)
     for job, outcome in _paired(jobs, outcomes):
         started = outcome.started_at or now
         ms = _milliseconds(outcome.duration_seconds)
@@ -101,7 +174,8 @@ def results_build(
             bucket = max(keys.bucket_of(due, bucket_seconds()), open_bucket(now))
             deferred.append((job, due, bucket, error, outcome))
             continue
-        if outcome.result == "dead" or job.attempt >= max_attempts:
+        policy = policies.of(job)
+        if outcome.result == "dead" or job.attempt >= policy.max_attempts:
             if outcome.result != "dead":
                 error = f"gave up after {job.attempt} attempts: {error}"[:_MAX_ERROR_CHARS]
             results.append(
@@ -120,7 +194,9 @@ def results_build(
                 )
             )
         else:
-            delay = backoff_seconds(job.attempt, retry_after=outcome.retry_after_seconds)
+            delay = backoff_seconds(
+                job.attempt, retry_after=outcome.retry_after_seconds, policy=policy
+            )
             due = now + timedelta(seconds=delay)
             bucket = max(keys.bucket_of(due, bucket_seconds()), open_bucket(now))
             retries.append((job, due, bucket, error, outcome))

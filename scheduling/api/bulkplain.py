@@ -14,6 +14,7 @@ from rest_framework import serializers
 
 from scheduling.api import contract
 from scheduling.api.fields import allowlist_hosts
+from scheduling.api.request_fields import CONTRACT_FIELDS
 from scheduling.api.serializers import (
     MAX_BULK_JOBS,
     MAX_METADATA_ENTRIES,
@@ -51,6 +52,8 @@ def _plain_job(item: Any, fields: Mapping[str, serializers.Field]) -> dict[str, 
     """JobCreateSerializer's validated data for ``item``, or None (see bulk_jobs_plain)."""
     if type(item) is not dict or not item.keys() <= fields.keys():
         return None
+    if not item.keys().isdisjoint(CONTRACT_FIELDS):
+        return None  # the delivery contract: the serializer checks it
     if ("handler" in item) == ("callback_url" in item):
         return None
     out: dict[str, Any] = {}

@@ -14,6 +14,8 @@ from datetime import date, timedelta
 
 from django.conf import settings
 
+from scheduling.jobs.requests import MAX_HEADER_NAME_CHARS, REFUSED_HEADER_PREFIX, REFUSED_HEADERS
+
 # Text the database can store: PostgreSQL refuses NUL in text and jsonb.
 NO_NUL = "^[^\\u0000]*$"
 
@@ -244,3 +246,24 @@ def ipv4_network_pattern(network: ipaddress.IPv4Network) -> str:
         parts.append(number_range(first, first + (0xFF >> prefix_bits)))
         parts += [number_range(0, 255)] * (3 - fixed)
     return "\\.".join(parts)
+
+
+# --- the delivery contract's headers and content type (scheduling.jobs.requests) ---
+# "End of the text" in both Python's and ECMA-262's dialects (``$`` also matches before
+# a final newline in Python, and schemathesis draws examples with Python's).
+_END = "(?![\\s\\S])"
+_TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]"  # noqa: S105 (a character class)
+
+
+@functools.cache
+def header_name_pattern() -> str:
+    """An HTTP token of at most 100 characters that names no refused header."""
+    refused = [_any_case(name) for name in sorted(REFUSED_HEADERS)]
+    refused.append(_any_case(REFUSED_HEADER_PREFIX) + f"{_TOKEN}*")
+    return f"^(?!{_alternation(refused)}{_END}){_TOKEN}{{1,{MAX_HEADER_NAME_CHARS}}}{_END}"
+
+
+# A header value: printable ASCII, spaces and tabs (no CR, LF or other controls).
+HEADER_VALUE = f"^[\\t\\u0020-\\u007e]*{_END}"
+# A media type: type/subtype, then parameters of printable ASCII.
+CONTENT_TYPE = f"^{_TOKEN}+/{_TOKEN}+(?:[ \\t]*;[\\t\\u0020-\\u007e]*)?{_END}"

@@ -19,6 +19,14 @@ from scheduling.api.fields import (
     StrictCharField,
     StrictIntegerField,
 )
+from scheduling.api.request_fields import (
+    CONTRACT_FIELDS,
+    ContractView,
+    DeliveryContractFields,
+    RetryPolicySerializer,
+    contract_cross_check,
+    delivery_request_from,
+)
 from scheduling.api.serializers import (
     MAX_WINDOW_SECONDS,
     MetadataField,
@@ -27,6 +35,7 @@ from scheduling.api.serializers import (
     cursor_checked,
     target_field,
 )
+from scheduling.jobs import requests as rq
 from scheduling.models import MissedPolicy, Schedule, TargetKind
 from scheduling.schedules.services import MAX_PREVIEW, ScheduleSpec, recurrence
 
@@ -78,7 +87,7 @@ def _every_field(**kwargs: Any) -> StrictIntegerField:
     )
 
 
-class _ScheduleFields(StrictSerializer):
+class _ScheduleFields(StrictSerializer, DeliveryContractFields):
     timezone = TimezoneField(
         required=False, help_text="IANA time zone of the cron expression. Default UTC."
     )
@@ -133,6 +142,7 @@ class _ScheduleFields(StrictSerializer):
         if len(given) > 1:
             message = "Give only one of callback_url and handler."
             raise serializers.ValidationError({name: [message] for name in given})
+        contract_cross_check(attrs)
 
     def validate_payload(self, value: Any) -> Any:
         if value is None:
@@ -208,14 +218,20 @@ def schedule_spec_from(data: Mapping[str, Any], trace_context: str | None = None
         end_at=data.get("end_at"),
         missed=data.get("missed", MissedPolicy.SKIP),
         flow_control_key=data.get("flow_control_key"),
+        request=delivery_request_from(data),
         trace_context=trace_context,
     )
 
 
 def schedule_changes_from(data: Mapping[str, Any]) -> dict[str, Any]:
     """Validated PATCH data -> the service's ``changes``."""
-    changes = {k: v for k, v in data.items() if k not in ("callback_url", "handler")}
+    changes = {
+        k: v for k, v in data.items() if k not in ("callback_url", "handler", *CONTRACT_FIELDS)
+    }
     changes.update(_target(data))
+    contract = {name: data[name] for name in CONTRACT_FIELDS if name in data}
+    if contract:
+        changes["request"] = contract
     return changes
 
 
@@ -234,6 +250,18 @@ class ScheduleSerializer(serializers.Serializer):
     end_at = AwareDateTimeField(allow_null=True)
     missed = serializers.ChoiceField(choices=MissedPolicy.choices)
     flow_control_key = serializers.CharField(allow_null=True)
+    # The delivery contract copied to every occurrence: header values masked.
+    method = serializers.ChoiceField(choices=list(rq.METHODS))
+    headers = serializers.DictField(
+        child=serializers.CharField(), help_text="Header names; every value reads ********."
+    )
+    format = serializers.ChoiceField(choices=list(rq.FORMATS))
+    content_type = serializers.CharField(allow_null=True)
+    timeout_seconds = serializers.IntegerField(allow_null=True)
+    retry = RetryPolicySerializer(allow_null=True)
+    on_success_url = serializers.CharField(allow_null=True)
+    on_failure_url = serializers.CharField(allow_null=True)
+    capture_response = serializers.BooleanField()
     paused = serializers.BooleanField()
     next_occurrences = serializers.ListField(
         child=AwareDateTimeField(),
@@ -241,6 +269,9 @@ class ScheduleSerializer(serializers.Serializer):
     )
     created_at = AwareDateTimeField()
     updated_at = AwareDateTimeField()
+
+    def to_representation(self, instance: Schedule) -> dict[str, Any]:
+        return super().to_representation(ContractView(instance))
 
     @extend_schema_field({"type": ["string", "null"], "format": "uri"})
     def get_callback_url(self, schedule: Schedule) -> str | None:

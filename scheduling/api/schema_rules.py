@@ -58,6 +58,11 @@ def _metadata(min_entries: int = 0) -> dict[str, Any]:
     return rule
 
 
+# A content type is the payload format's (the envelope is JSON): given in one body together.
+_CONTENT_TYPE_NEEDS_PAYLOAD = {
+    "if": {"required": ["content_type"], "properties": {"content_type": {"type": "string"}}},
+    "then": {"required": ["format"], "properties": {"format": {"const": "payload"}}},
+}
 _ONE_TARGET = {"oneOf": [{"required": ["callback_url"]}, {"required": ["handler"]}]}
 
 
@@ -88,6 +93,12 @@ def _request_bodies(schemas: dict[str, Any], due_at: str) -> None:
             props["metadata"] = _metadata(1 if name == "JobCancelManyRequest" else 0)
         if "flow_control_key" in props:
             props["flow_control_key"]["pattern"] = contract.FLOW_CONTROL_KEY
+        for callback in ("on_success_url", "on_failure_url", "default_on_failure_url"):
+            if callback in props:
+                props[callback]["pattern"] = url
+        if "content_type" in props:
+            props["content_type"]["pattern"] = contract.CONTENT_TYPE
+            component.update(_CONTENT_TYPE_NEEDS_PAYLOAD)
     schemas["JobCreateRequest"].update(_ONE_TARGET)
     schemas["PatchedJobRescheduleRequest"]["required"] = ["due_at"]
     cancel = schemas["JobCancelManyRequest"]
@@ -120,6 +131,9 @@ def _query_parameters(paths: dict[str, Any]) -> None:
                     rule["pattern"] = contract.DATETIME
 
 
+# PATCHes whose every field is optional: no body changes nothing.
+_BODY_OPTIONAL = frozenset({"schedules_update", "team_update"})
+
 JOB_LINKS = {
     name: {"operationId": op, "parameters": {"job_id": "$response.body#/id"}}
     for name, op in (
@@ -142,8 +156,9 @@ def document_rules(result: dict, generator: object, **kwargs: object) -> dict:
     for item in paths.values():
         for operation in item.values():
             # No body is a 400 (a required field is missing), except where every
-            # field is optional: a PATCH of a schedule without a body changes nothing.
-            if "requestBody" in operation and operation["operationId"] != "schedules_update":
+            # field is optional: a PATCH of a schedule or the team without a body
+            # changes nothing.
+            if "requestBody" in operation and operation["operationId"] not in _BODY_OPTIONAL:
                 operation["requestBody"]["required"] = True
     create = paths["/api/v1/jobs"]["post"]["responses"]
     for status in ("200", "201"):

@@ -20,6 +20,15 @@ from scheduling.api.fields import (
     StrictCharField,
     StrictIntegerField,
 )
+from scheduling.api.request_fields import (
+    ContractView,
+    DeliveryContractFields,
+    RetryPolicySerializer,
+    contract_cross_check,
+    delivery_request_from,
+)
+from scheduling.jobs import requests as rq
+from scheduling.jobs.requests import request_public
 from scheduling.jobs.specs import JobSpec
 from scheduling.models import Job, JobStatus, TargetKind
 from scheduling.sharding.clock import iso_utc
@@ -85,7 +94,7 @@ def _not_null(value: Any) -> Any:
     return value
 
 
-class JobCreateSerializer(StrictSerializer):
+class JobCreateSerializer(StrictSerializer, DeliveryContractFields):
     due_at = DueAtField(help_text="When to deliver: ISO 8601 with a UTC offset.")
     payload = serializers.JSONField(
         required=False, help_text="Any JSON value but null; delivered as is. Default {}."
@@ -131,6 +140,7 @@ class JobCreateSerializer(StrictSerializer):
         if len(given) > 1:
             message = "Give only one of callback_url and handler."
             raise serializers.ValidationError({name: [message] for name in given})
+        contract_cross_check(attrs)
         return attrs
 
 
@@ -153,6 +163,7 @@ def job_spec_from(data: Mapping[str, Any], trace_context: str | None = None) -> 
         window_seconds=data.get("window_seconds", 0),
         expires_after_seconds=data.get("expires_after_seconds"),
         flow_control_key=data.get("flow_control_key"),
+        request=delivery_request_from(data),
         trace_context=trace_context,
     )
 
@@ -220,6 +231,13 @@ def cursor_checked(value: str) -> str:
     return value
 
 
+class KeptResponseSerializer(serializers.Serializer):
+    status_code = serializers.IntegerField()
+    content_type = serializers.CharField(allow_null=True)
+    body_excerpt = serializers.CharField(allow_blank=True, help_text="At most 1,024 characters.")
+    duration_ms = serializers.IntegerField(allow_null=True)
+
+
 class JobSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     status = serializers.ChoiceField(choices=JobStatus.choices)
@@ -247,6 +265,29 @@ class JobSerializer(serializers.Serializer):
     flow_control_key = serializers.CharField(
         allow_null=True, help_text="The flow-control key whose limits the job obeys."
     )
+    # The delivery contract (scheduling.jobs.requests.request_public): header values masked.
+    method = serializers.ChoiceField(choices=list(rq.METHODS))
+    headers = serializers.DictField(
+        child=serializers.CharField(), help_text="Header names; every value reads ********."
+    )
+    format = serializers.ChoiceField(choices=list(rq.FORMATS))
+    content_type = serializers.CharField(allow_null=True)
+    timeout_seconds = serializers.IntegerField(allow_null=True)
+    retry = RetryPolicySerializer(allow_null=True)
+    on_success_url = serializers.CharField(allow_null=True)
+    on_failure_url = serializers.CharField(allow_null=True)
+    capture_response = serializers.BooleanField()
+    callbacks = serializers.DictField(
+        child=serializers.UUIDField(),
+        help_text="The callback jobs this job's outcome made: event (job.delivered, "
+        "job.dead, job.expired) -> the callback's job id.",
+    )
+    response = KeptResponseSerializer(
+        allow_null=True, help_text="The successful response, kept where capture_response asked."
+    )
+
+    def to_representation(self, instance: Job) -> dict[str, Any]:
+        return super().to_representation(ContractView(instance))
 
     @extend_schema_field({"type": ["string", "null"], "format": "uri"})
     def get_callback_url(self, job: Job) -> str | None:
@@ -289,6 +330,8 @@ def job_body(job: Job) -> dict[str, Any]:
         "schedule_id": None if job.schedule_id is None else str(job.schedule_id),
         "scheduled_for": None if job.scheduled_for is None else iso_utc(job.scheduled_for),
         "flow_control_key": job.flow_control_key,
+        **request_public(job.request),
+        "response": job.response,
     }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from scheduling.api import flow_views, schedule_views, views
+from scheduling.api import flow_views, schedule_views, team_views, views
 
 urlpatterns = [
     path("jobs", views.JobListCreateView.as_view(), name="jobs"),
@@ -35,6 +35,7 @@ urlpatterns = [
         schedule_views.ScheduleOccurrencesView.as_view(),
         name="schedule-occurrences",
     ),
+    path("team", team_views.TeamDetailView.as_view(), name="team"),
     path("flow-controls", flow_views.FlowControlListView.as_view(), name="flow-controls"),
     path(
         "flow-controls/<str:key>",

@@ -26,6 +26,7 @@ from scheduling.errors import JobNotPending, SchedulingError
 from scheduling.jobs.idempotency import idempotency_record, is_key_violation
 from scheduling.jobs.idempotency import idempotency_resolve as _resolve_idempotency
 from scheduling.jobs.inflight import job_in_flight_refuse
+from scheduling.jobs.requests import DeliveryRequest, RequestSealer
 
 # Re-exported: what a client asks for, and its checks, live in scheduling.jobs.specs.
 from scheduling.jobs.specs import JobSpec as JobSpec
@@ -76,10 +77,12 @@ def _job_new(
     counts: dict[datetime, int],
     text: str | None,
     trace_context: str | None = None,
+    sealer: RequestSealer | None = None,
 ) -> Job:
     """The new Job for ``spec``: its id, effective due time, bucket (``place``), shard
     by the bucket's count, the payload's JSON ``text`` when checked already, and the
-    spec's trace context, else ``trace_context`` (``_trace_context_default``)."""
+    spec's trace context, else ``trace_context`` (``_trace_context_default``).
+    ``sealer`` seals the batch's header sets (each distinct one once)."""
     job = builder.build(
         {
             "id": job_id,
@@ -94,6 +97,9 @@ def _job_new(
             "request_fingerprint": spec.fingerprint() if spec.idempotency_key else "",
             "window_seconds": spec.window_seconds,
             "flow_control_key": spec.flow_control_key,
+            "request": None
+            if spec.request is None
+            else (sealer or RequestSealer()).stored(spec.request),
             "trace_context": spec.trace_context or trace_context,
             "_payload_json": text,
         }
@@ -146,12 +152,13 @@ def _schedule_once(
             team=team, status=JobStatus.PENDING, created_at=now, updated_at=now, expires_at=None
         )
         created: dict[int, Job] = {}
+        sealer = RequestSealer()
 
         def build() -> Iterator[Job]:
             for i, job_id, due, place in zip(fresh, ids, dues, places, strict=True):
                 text = texts[i] if texts is not None else None
                 job = created[i] = _job_new(
-                    builder, specs[i], job_id, due, place, counts, text, trace_context
+                    builder, specs[i], job_id, due, place, counts, text, trace_context, sealer
                 )
                 yield job
 
@@ -227,11 +234,13 @@ def job_schedule(
     window_seconds: int = 0,
     expires_after_seconds: int | None = None,
     flow_control_key: str | None = None,
+    request: DeliveryRequest | None = None,
     trace_context: str | None = None,
     now: datetime | None = None,
 ) -> tuple[Job, bool]:
     """Schedule one job; return ``(job, created)``, False for a replay. No payload: ``{}``.
 
+    ``request``: what it sends besides the payload (method, headers, ...; None: the default).
     ``trace_context``: the W3C context to keep (``scheduling.tracing.context_parse``);
     None: the current span's with tracing on, else none."""
     spec = JobSpec(
@@ -244,6 +253,7 @@ def job_schedule(
         window_seconds=window_seconds,
         expires_after_seconds=expires_after_seconds,
         flow_control_key=flow_control_key,
+        request=request,
         trace_context=trace_context,
     )
     now = now or db_now()

@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
-from scheduling import conf, handlers, keys, netguard
+from scheduling import conf, handlers, keys
 from scheduling.errors import InvalidDueTime, InvalidTarget, PayloadTooLarge, SchedulingError
 from scheduling.flow.services import key_validate
+from scheduling.jobs.requests import DeliveryRequest, RequestChecker, webhook_url_check
 from scheduling.models import TargetKind
 
 _HANDLER_NAME = re.compile(handlers.HANDLER_NAME_PATTERN)
@@ -42,6 +42,9 @@ class JobSpec:
     expires_after_seconds: int | None = None
     # The team's flow-control key whose limits the job obeys (scheduling.flow).
     flow_control_key: str | None = None
+    # What the job sends besides its payload and what is heard after (method, headers,
+    # body format, timeout, retry policy, callbacks): None is today's webhook.
+    request: DeliveryRequest | None = None
     # The W3C trace context to keep (``scheduling.tracing``): not part of the request's
     # fingerprint (a retried request comes in another span, and replays all the same).
     trace_context: str | None = None
@@ -61,6 +64,8 @@ class JobSpec:
             # Only when given: the fingerprints of requests without a key (stored
             # before keys existed) stay what they were.
             body["flow_control_key"] = self.flow_control_key
+        if self.request is not None and not self.request.is_default():
+            body["request"] = self.request.fingerprint_part()  # only when given, as above
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -83,23 +88,7 @@ def validate_due_at(due_at: datetime, now: datetime, latest: datetime | None = N
 
 def _validate_target(target_kind: str, target: str) -> None:
     if target_kind == TargetKind.WEBHOOK:
-        if len(target) > 2048:
-            raise InvalidTarget("callback_url is longer than 2048 characters.", field="target")
-        try:
-            parts = urlsplit(target)
-        except ValueError as error:  # a bracketed host that is no IPv6 address
-            raise InvalidTarget(
-                f"callback_url is not a valid URL: {error}.", field="target"
-            ) from error
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise InvalidTarget("callback_url must be an absolute http(s) URL.", field="target")
-        try:
-            netguard.check_url(target, conf.callback_allowlist())
-        except netguard.BlockedTarget as error:
-            raise InvalidTarget(
-                f"callback_url is not allowed: {error} (SENDLATER_CALLBACK_ALLOWLIST).",
-                field="target",
-            ) from error
+        webhook_url_check(target, field="target")
     elif target_kind == TargetKind.HANDLER:
         if not _HANDLER_NAME.match(target or ""):
             raise InvalidTarget("handler name is not valid.", field="target")
@@ -152,6 +141,7 @@ class SpecChecker:
         self.latest = now + conf.max_horizon()
         self.payload_limit = conf.max_payload_bytes()
         self.targets_ok: set[tuple[str, str]] = set()
+        self.requests = RequestChecker()
 
     def check(self, spec: JobSpec) -> str:
         """Raise a SchedulingError naming the field; return the payload's compact JSON."""
@@ -176,4 +166,6 @@ class SpecChecker:
             raise SchedulingError("metadata must map strings to strings.", field="metadata")
         if spec.flow_control_key is not None:
             key_validate(spec.flow_control_key, field="flow_control_key")
+        if spec.request is not None:
+            self.requests.check(spec.request, target_kind=kind, payload=spec.payload)
         return text

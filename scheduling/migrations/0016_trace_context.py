@@ -19,7 +19,7 @@ def bound_lock_waits(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduling", "0014_schedule_ledger_floor"),
+        ("scheduling", "0015_delivery_contract"),
     ]
 
     operations = [

@@ -46,6 +46,8 @@ class Schedule(models.Model):
     paused = models.BooleanField(default=False)
     # Copied to every occurrence (``Job.flow_control_key``).
     flow_control_key = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001 (NULL = none)
+    # Copied to every occurrence (``Job.request``: the delivery contract, headers sealed).
+    request = models.JSONField(null=True, blank=True)
     # The W3C trace context the schedule was created in (``scheduling.tracing``): each
     # occurrence starts a trace of its own linked to it (docs/schedules.md).
     trace_context = models.TextField(null=True, blank=True)  # noqa: DJ001 (NULL = none)

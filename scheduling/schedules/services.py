@@ -23,6 +23,7 @@ from django.db.models import Q, QuerySet
 from scheduling import keys, tracing
 from scheduling.errors import ScheduleNotFound, SchedulingError
 from scheduling.jobs.inflight import id_not_in, in_flight_frozen
+from scheduling.jobs.requests import DeliveryRequest, request_merged, request_stored
 from scheduling.jobs.specs import JobSpec, SpecChecker
 from scheduling.models import MissedPolicy, Schedule, ScheduleOccurrence, Team
 from scheduling.schedules import recurrence
@@ -50,9 +51,16 @@ class ScheduleSpec:
     end_at: datetime | None = None
     missed: str = MissedPolicy.SKIP
     flow_control_key: str | None = None  # copied to every occurrence
+    # The delivery contract, copied to every occurrence (``Job.request``).
+    request: DeliveryRequest | None = None
     # The W3C trace context the schedule keeps: each occurrence's trace links to it
     # (None: the current span's with tracing on, else none).
     trace_context: str | None = None
+
+
+def _request_given(value: Any) -> DeliveryRequest | None:
+    """A request to check: a new one; a stored one (a dict) was checked when written."""
+    return value if isinstance(value, DeliveryRequest) else None
 
 
 def _check(values: dict[str, Any], now: datetime) -> None:
@@ -91,6 +99,7 @@ def _check(values: dict[str, Any], now: datetime) -> None:
             window_seconds=values["window_seconds"],
             expires_after_seconds=values["expires_after_seconds"],
             flow_control_key=values.get("flow_control_key"),
+            request=_request_given(values.get("request")),
         )
     )
 
@@ -126,6 +135,7 @@ def schedule_create(*, team: Team, spec: ScheduleSpec, now: datetime | None = No
     now = now or db_now()
     values = vars(spec).copy()
     _check(values, now)
+    values["request"] = request_stored(spec.request)
     if values["trace_context"] is None:
         values["trace_context"] = tracing.context_new("sendlater.schedules.create")
     schedule_id = uuid.uuid4()
@@ -244,6 +254,7 @@ UPDATABLE = frozenset(
         "end_at",
         "missed",
         "flow_control_key",
+        "request",
     }
 )
 
@@ -258,6 +269,8 @@ def schedule_update(
     """Change a schedule and re-plan its future: pending occurrences at or after now are
     canceled and planned again under the new rule (an instant already delivered or in
     flight keeps its ledger row, so it never fires twice). Overdue ones still fire.
+    ``changes["request"]``: the delivery contract's changed fields (API names), merged
+    over the schedule's.
     """
     unknown = set(changes) - UPDATABLE
     if unknown:
@@ -267,12 +280,16 @@ def schedule_update(
         schedule = _locked(team, schedule_id)
         values = {name: getattr(schedule, name) for name in UPDATABLE}
         values.update(changes)
+        if "request" in changes:
+            values["request"] = request_merged(schedule.request, changes["request"])
         # Giving one kind of rule replaces the other.
         if changes.get("cron") is not None and "every_seconds" not in changes:
             values["every_seconds"] = None
         if changes.get("every_seconds") is not None and "cron" not in changes:
             values["cron"] = None
         _check(values, now)
+        if isinstance(values["request"], DeliveryRequest):
+            values["request"] = request_stored(values["request"])
         rule_changed = any(
             values[name] != getattr(schedule, name)
             for name in ("cron", "every_seconds", "start_at")

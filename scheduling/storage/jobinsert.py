@@ -46,6 +46,7 @@ COPY_COLUMNS = (
     ("schedule_id", "uuid"),
     ("scheduled_for", "timestamptz"),
     ("flow_control_key", "text"),
+    ("request", "text"),
     ("trace_context", "text"),
 )
 COPY_SQL = (
@@ -53,7 +54,7 @@ COPY_SQL = (
     " FROM STDIN (FORMAT BINARY)"
 )
 COPY_TYPES = tuple(kind for _, kind in COPY_COLUMNS)
-_JSONB_COLUMNS = ("payload", "metadata")
+_JSONB_COLUMNS = ("payload", "metadata", "request")
 # One row: a prepared INSERT is one round trip, a COPY two (start, then finish).
 _PLACEHOLDERS = ", ".join(
     f"%s::{'jsonb' if name in _JSONB_COLUMNS else kind}" for name, kind in COPY_COLUMNS
@@ -179,6 +180,7 @@ def _rows(jobs: Iterable[Job]) -> Iterator[tuple[object, ...]]:
             d["schedule_id"],
             d["scheduled_for"],
             d["flow_control_key"],
+            None if d["request"] is None else _jsonb(d["request"]),
             d["trace_context"],
         )
 
@@ -213,7 +215,8 @@ def _insert_one(row: tuple[object, ...]) -> None:
 def _one_params(row: tuple[object, ...]) -> list[object]:
     params = list(row)
     for i in _JSONB_AT:  # the JSON text, without binary jsonb's version byte
-        params[i] = str(params[i]).removeprefix(_JSONB_VERSION)
+        if params[i] is not None:
+            params[i] = str(params[i]).removeprefix(_JSONB_VERSION)
     return params
 
 

@@ -19,9 +19,11 @@ from sendlater_client import (
     Client,
     Conflict,
     FlowControl,
+    JobRetry,
     NotFound,
     RateLimited,
     RetryPolicy,
+    Schedule,
     ValidationError,
 )
 
@@ -234,3 +236,52 @@ def test_flow_control_calls_are_shaped_as_the_api_wants() -> None:
     assert listed.url.params == httpx.QueryParams()
     assert pause.url.raw_path == b"/api/v1/flow-controls/50%25/pause"
     assert jobs.url.params["flow_control_key"] == "k"
+
+
+def test_delivery_fields_schedules_and_team_defaults(server: str, api_key: str) -> None:
+    with Client(server, api_key, retry=FAST_RETRY) as client:
+        job = client.schedule(
+            later(),
+            handler="noop",
+            method="PUT",
+            headers={"Authorization": "Bearer never-read-back"},
+            retry=JobRetry(max_attempts=2),
+            capture_response=True,
+        )
+        assert job.delivery.method == "PUT" and job.delivery.retry == JobRetry(max_attempts=2)
+        assert job.delivery.headers == {"Authorization": "********"}
+        assert job.delivery.capture_response and job.callbacks == {} and job.response is None
+        with pytest.raises(ValidationError) as err:
+            client.schedule(later(), handler="noop", headers={"Host": "x"})
+        assert "headers.Host" in err.value.fields
+
+        made = client.create_schedule(every_seconds=60, handler="noop", format="payload")
+        assert isinstance(made, Schedule) and made.delivery.format == "payload"
+        assert len(made.next_occurrences) == 5
+        assert client.get_schedule(made.id) == made
+        changed = client.update_schedule(made.id, retry={"max_attempts": 3}, timeout_seconds=5)
+        assert changed.delivery.retry == JobRetry(max_attempts=3)
+        assert changed.delivery.timeout_seconds == 5 and changed.delivery.format == "payload"
+        assert client.pause_schedule(made.id).paused
+        assert client.resume_schedule(made.id).paused is False
+        assert len(client.schedule_occurrences(made.id, count=3)) == 3
+        assert [s.id for s in client.list_schedules(limit=1)] == [made.id]
+        client.delete_schedule(made.id)
+        with pytest.raises(NotFound):
+            client.get_schedule(made.id)
+
+        assert client.get_team().retry is None
+        team = client.update_team(retry=JobRetry(max_attempts=4, min_backoff_seconds=30))
+        assert team.retry == JobRetry(max_attempts=4, min_backoff_seconds=30)
+        assert team.service_retry is not None and team.default_on_failure_url is None
+        assert client.update_team(retry=None).retry is None
+
+
+def test_async_schedules(server: str, api_key: str) -> None:
+    async def run() -> None:
+        async with AsyncClient(server, api_key, retry=FAST_RETRY) as client:
+            made = await client.create_schedule(cron="0 9 * * *", handler="noop")
+            assert [s.id async for s in client.list_schedules()] == [made.id]
+            assert (await client.get_team()).slug == "acme"
+
+    asyncio.run(run())

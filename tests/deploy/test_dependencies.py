@@ -93,6 +93,7 @@ def _service_env(tmp_path: Path) -> dict[str, str]:
         "HOME": str(tmp_path),
         "DEBUG": "false",
         "SECRET_KEY": "deploy-check-not-a-secret-" + "x" * 40,
+        "SENDLATER_ENCRYPTION_KEYS": "ZGVwbG95LWNoZWNrLW5vdC1hLXNlY3JldC14eHh4eHg=",
         "ALLOWED_HOSTS": "sendlater.example.com",
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
         "DJANGO_SETTINGS_MODULE": "sendlater_site.settings",

@@ -12,6 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from polling.models import Poller, ShardCheckpoint, ShardLease
+from polling.ownership import stall_bounds
 from polling.ownership.registration import poller_drain, shard_pin
 from scheduling import keys
 from scheduling.jobs.services import job_schedule_many
@@ -210,7 +211,13 @@ def test_runpoller_rejects_bad_options() -> None:
 def test_runpoller_once_and_lag(team) -> None:
     specs = [job_spec(in_seconds=-5) for _ in range(20)]
     job_schedule_many(team=team, specs=specs)
-    call_command("runpoller", "--once", "--name", "once")
+    try:
+        call_command("runpoller", "--once", "--name", "once")
+    finally:
+        # runpoller bounds its thread's connections (this test's main thread): undone, or
+        # every later connection of the test process would carry the bound, pooled ones
+        # too (tests/integration/test_stallbound.py expects none).
+        stall_bounds.session_bound_remove()
     assert Job.objects.filter(status="delivered").count() == 20
     out = StringIO()
     call_command("lag", "--json", stdout=out)

@@ -164,6 +164,14 @@ class WindowStub:
     def send_due(self, now: datetime) -> None:
         """Nothing of this window waits for a rate slot."""
 
+    def send_parked(self, now: datetime) -> None:
+        """Nothing of this window waits for its host."""
+
+    class hosts:
+        @staticmethod
+        def refresh_due() -> bool:
+            return False
+
     def seconds_to_write(self) -> float | None:
         return 0.0
 

@@ -16,6 +16,7 @@ from polling.dispatch.base import ClaimedJob
 from polling.dispatch.router import Router
 from polling.dispatch.webhook import WebhookSink
 from scheduling import tracing
+from scheduling.jobs.requests import DeliveryRequest, request_stored
 from scheduling.jobs.services import JobSpec, job_schedule, job_schedule_many
 from scheduling.models import Job
 from scheduling.schedules.services import ScheduleSpec, schedule_create
@@ -212,6 +213,26 @@ def test_no_context_leaks_between_the_jobs_of_one_batch(exported) -> None:
         for s in named(exported, "POST")
     }
     assert parents == {str(mine.id): PARENT, str(theirs.id): other[36:52]}
+
+
+def test_a_shaped_request_sends_a_traceparent_unless_its_headers_set_one(exported) -> None:
+    own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    with running_receiver() as rx:
+        webhooks = sink()
+        shaped = claimed(rx.url("/ok"), context=TRACEPARENT)
+        shaped.request = request_stored(DeliveryRequest(method="PUT", headers={"X-Key": "v"}))
+        theirs = claimed(rx.url("/ok"), context=TRACEPARENT)
+        theirs.request = request_stored(DeliveryRequest(headers={"traceparent": own}))
+        webhooks.deliver([shaped, theirs])
+        webhooks.close()
+    by_id = {r.headers["webhook-id"]: r for r in rx.requests}
+    assert traceparent_of(by_id[str(shaped.id)])[0] == TRACE
+    assert by_id[str(shaped.id)].headers["x-key"] == "v"
+    assert by_id[str(theirs.id)].headers["traceparent"] == own  # theirs, not ours after it
+    [span] = named(exported, "PUT")
+    assert span.attributes["sendlater.job.id"] == str(shaped.id)
+    assert span.attributes["http.request.method"] == "PUT"
+    assert not named(exported, "POST")  # the job that sent its own: no span of ours
 
 
 def test_with_tracing_off_no_traceparent_is_sent() -> None:

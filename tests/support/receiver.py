@@ -17,6 +17,7 @@ class Received:
     headers: dict[str, str]
     body: str
     at: float
+    method: str = "POST"
 
     def json(self) -> dict:
         return json.loads(self.body)
@@ -55,6 +56,7 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                         {k.lower(): v for k, v in self.headers.items()},
                         body,
                         time.time(),
+                        self.command,
                     )
                 )
                 receiver.active += 1
@@ -64,6 +66,9 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             finally:
                 with receiver.lock:
                     receiver.active -= 1
+
+        # Every method a job may send (its delivery contract) is recorded alike.
+        do_PUT = do_PATCH = do_DELETE = do_GET = do_POST
 
         def _respond(self) -> None:
             path = self.path.split("?")[0]

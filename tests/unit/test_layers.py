@@ -55,6 +55,7 @@ BASE = {
         "tracing",
         "metrics",
         "models",
+        "sealing",
     },
 }
 

@@ -91,7 +91,11 @@ export async function fetchSchema(url) {
     [join(REPO_ROOT, "manage.py"), "spectacular", "--format", "openapi-json"],
     {
       cwd: REPO_ROOT,
-      env: { SECRET_KEY: "schema-only-not-a-secret", ...process.env },
+      env: {
+        SECRET_KEY: "schema-only-not-a-secret",
+        SENDLATER_ENCRYPTION_KEYS: "c2NoZW1hLW9ubHktbm90LWEtc2VjcmV0LXh4eHh4eHg=",
+        ...process.env,
+      },
       maxBuffer: 64 * 1024 * 1024,
     },
   );

@@ -10,12 +10,14 @@ import type {
   Payload,
   ScheduleChanges,
   ScheduleInput,
+  TeamDefaultsInput,
 } from "./inputs.js";
 import * as jobs from "./jobcalls.js";
 import type { CancelManyInput, Page } from "./jobcalls.js";
-import type { Attempt, FlowControl, Job, JobSummary, Schedule } from "./models.js";
+import type { Attempt, FlowControl, Job, JobSummary, Schedule, TeamDefaults } from "./models.js";
 import { RETRY_STATUSES, RetryPolicy, type RetryOptions, retryAfterOf } from "./retry.js";
 import * as schedules from "./schedulecalls.js";
+import * as team from "./teamcalls.js";
 
 export const DEFAULT_TIMEOUT_SECONDS = 10;
 const USER_AGENT = "sendlater-client-js/0.1.0";
@@ -186,6 +188,16 @@ export class Client {
 
   async resumeSchedule(id: string): Promise<Schedule> {
     return this.request(schedules.resume(id));
+  }
+
+  /** The team's retry defaults and default failure callback (and the service's policy). */
+  async getTeam(): Promise<TeamDefaults> {
+    return this.request(team.get());
+  }
+
+  /** Set the team's delivery defaults: what is given replaces, null clears. */
+  async updateTeam(defaults: TeamDefaultsInput): Promise<TeamDefaults> {
+    return this.request(team.update(defaults));
   }
 
   /** The next `count` instants (1 to 100, default 10) of the schedule, planned or not. */

@@ -13,27 +13,36 @@ export {
   ValidationError,
 } from "./errors.js";
 export type {
+  DeliveryInput,
   FlowControlLimits,
   Instant,
   JobFilters,
   JobInput,
+  JobRetryInput,
   Payload,
   ScheduleChanges,
   ScheduleInput,
   Target,
+  TeamDefaultsInput,
 } from "./inputs.js";
 export { newIdempotencyKey } from "./inputs.js";
 export { BULK_MAX_JOBS, type CancelManyInput, type Page } from "./jobcalls.js";
 export type {
   Attempt,
   AttemptResult,
+  BodyFormat,
+  Delivery,
   FlowControl,
+  HttpMethod,
   Job,
   JobStatus,
+  JobRetry,
   JobSummary,
   Json,
+  KeptResponse,
   MissedPolicy,
   Schedule,
+  TeamDefaults,
 } from "./models.js";
 export { RETRY_STATUSES, RetryPolicy, type RetryOptions } from "./retry.js";
 export { TOLERANCE_SECONDS, verify, type VerifyOptions, type WebhookHeaders } from "./verify.js";

@@ -5,7 +5,7 @@
 import { randomUUID } from "node:crypto";
 
 import type { Query, Wire } from "./call.js";
-import type { Json, MissedPolicy } from "./models.js";
+import type { BodyFormat, HttpMethod, Json, MissedPolicy } from "./models.js";
 import type { Assert, CamelKeys, SameNames } from "./schemacheck.js";
 
 /** A JSON value other than null (the API refuses a null payload). */
@@ -16,7 +16,30 @@ export type Instant = Date | string;
 export type Target =
   { callbackUrl: string; handler?: never } | { handler: string; callbackUrl?: never };
 
-interface JobFields {
+/** A retry policy: what it leaves out falls to the team's default, then the service's. */
+export interface JobRetryInput {
+  /** Tries in all, 1..50 (1: never retried). */
+  maxAttempts?: number;
+  minBackoffSeconds?: number;
+  maxBackoffSeconds?: number;
+}
+
+/** What a job (or every occurrence of a schedule) sends, and who hears its outcome. */
+export interface DeliveryInput {
+  method?: HttpMethod;
+  /** Sent with every delivery; kept encrypted, read back masked. */
+  headers?: Record<string, string>;
+  format?: BodyFormat;
+  /** With format "payload" (given in the same call). */
+  contentType?: string | null;
+  timeoutSeconds?: number | null;
+  retry?: JobRetryInput | null;
+  onSuccessUrl?: string | null;
+  onFailureUrl?: string | null;
+  captureResponse?: boolean;
+}
+
+interface JobFields extends DeliveryInput {
   /** A Date, or RFC 3339 with a UTC offset ("2027-03-01T09:00:00+01:00"). */
   dueAt: Instant;
   callbackUrl?: string;
@@ -31,7 +54,7 @@ interface JobFields {
 }
 export type JobInput = Omit<JobFields, "callbackUrl" | "handler"> & Target;
 
-interface ScheduleFields {
+interface ScheduleFields extends DeliveryInput {
   cron?: string;
   everySeconds?: number;
   /** IANA time zone of the cron expression; default UTC. */
@@ -79,6 +102,36 @@ export interface JobFilters {
 
 type FieldMap<T> = { readonly [K in keyof Required<T>]: string };
 
+const DELIVERY_FIELDS = {
+  method: "method",
+  headers: "headers",
+  format: "format",
+  contentType: "content_type",
+  timeoutSeconds: "timeout_seconds",
+  retry: "retry",
+  onSuccessUrl: "on_success_url",
+  onFailureUrl: "on_failure_url",
+  captureResponse: "capture_response",
+} as const satisfies FieldMap<DeliveryInput>;
+
+const RETRY_FIELDS = {
+  maxAttempts: "max_attempts",
+  minBackoffSeconds: "min_backoff_seconds",
+  maxBackoffSeconds: "max_backoff_seconds",
+} as const satisfies FieldMap<JobRetryInput>;
+
+export interface TeamDefaultsInput {
+  /** The team's retry policy (null: none set, the service's applies). */
+  retry?: JobRetryInput | null;
+  /** Told when a job of the team ends dead or expired, unless the job names its own. */
+  defaultOnFailureUrl?: string | null;
+}
+
+const TEAM_FIELDS = {
+  retry: "retry",
+  defaultOnFailureUrl: "default_on_failure_url",
+} as const satisfies FieldMap<TeamDefaultsInput>;
+
 const JOB_FIELDS = {
   dueAt: "due_at",
   callbackUrl: "callback_url",
@@ -89,6 +142,7 @@ const JOB_FIELDS = {
   windowSeconds: "window_seconds",
   expiresAfterSeconds: "expires_after_seconds",
   flowControlKey: "flow_control_key",
+  ...DELIVERY_FIELDS,
 } as const satisfies FieldMap<JobFields>;
 
 const SCHEDULE_FIELDS = {
@@ -105,6 +159,7 @@ const SCHEDULE_FIELDS = {
   endAt: "end_at",
   missed: "missed",
   flowControlKey: "flow_control_key",
+  ...DELIVERY_FIELDS,
 } as const satisfies FieldMap<ScheduleFields>;
 
 const FLOW_CONTROL_FIELDS = {
@@ -134,6 +189,12 @@ export type _ScheduleInputFields = Assert<
   SameNames<keyof ScheduleFields, CamelKeys<Wire["ScheduleCreateRequest"]>> &
     SameNames<keyof ScheduleFields, CamelKeys<Wire["PatchedScheduleUpdateRequest"]>> &
     SameNames<ValuesOf<typeof SCHEDULE_FIELDS>, keyof Wire["ScheduleCreateRequest"]>
+>;
+export type _RetryInputFields = Assert<
+  SameNames<ValuesOf<typeof RETRY_FIELDS>, keyof Wire["RetryPolicyRequest"]>
+>;
+export type _TeamInputFields = Assert<
+  SameNames<ValuesOf<typeof TEAM_FIELDS>, keyof Wire["PatchedTeamDefaultsRequest"]>
 >;
 export type _FlowControlInputFields = Assert<
   SameNames<ValuesOf<typeof FLOW_CONTROL_FIELDS>, keyof Wire["FlowControlLimitsRequest"]>
@@ -171,6 +232,10 @@ function renamed(
       throw new TypeError(`${what}: unknown field "${name}" (known: ${known})`);
     }
     if (value === undefined) continue;
+    if (name === "retry" && value !== null) {
+      out[wire] = renamed(value as object, RETRY_FIELDS, `${what}.retry`);
+      continue;
+    }
     out[wire] = INSTANT_FIELDS.has(name) && value !== null ? instant(value, name) : value;
   }
   return out;
@@ -193,6 +258,12 @@ export function scheduleToWire(
   what = "schedule",
 ): Wire["ScheduleCreateRequest"] {
   return renamed(schedule, SCHEDULE_FIELDS, what) as Wire["ScheduleCreateRequest"];
+}
+
+export function teamDefaultsToWire(
+  defaults: TeamDefaultsInput,
+): Wire["PatchedTeamDefaultsRequest"] {
+  return renamed(defaults, TEAM_FIELDS, "defaults") as Wire["PatchedTeamDefaultsRequest"];
 }
 
 export function flowControlLimitsToWire(

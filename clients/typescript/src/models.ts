@@ -5,10 +5,41 @@ import type { Assert, CamelKeys, SameNames } from "./schemacheck.js";
 export type JobStatus = Wire["StatusEnum"];
 export type AttemptResult = Wire["ResultEnum"];
 export type MissedPolicy = Wire["MissedEnum"];
+export type HttpMethod = Wire["MethodEnum"];
+export type BodyFormat = Wire["FormatEnum"];
 /** Any JSON value. */
 export type Json = Wire["JsonValue"];
 
-export interface Job {
+/** A retry policy; what it leaves null falls to the team's default, then the service's. */
+export interface JobRetry {
+  maxAttempts: number | null;
+  minBackoffSeconds: number | null;
+  maxBackoffSeconds: number | null;
+}
+
+/** A successful response, kept where the job asked (`captureResponse`). */
+export interface KeptResponse {
+  statusCode: number;
+  contentType: string | null;
+  bodyExcerpt: string;
+  durationMs: number | null;
+}
+
+/** What a job (or each occurrence of a schedule) sends, and who hears its outcome. */
+export interface Delivery {
+  method: HttpMethod;
+  /** Header names; every value reads "********" (kept encrypted, never returned). */
+  headers: Record<string, string>;
+  format: BodyFormat;
+  contentType: string | null;
+  timeoutSeconds: number | null;
+  retry: JobRetry | null;
+  onSuccessUrl: string | null;
+  onFailureUrl: string | null;
+  captureResponse: boolean;
+}
+
+export interface Job extends Delivery {
   id: string;
   status: JobStatus;
   /** The effective due time (inside the window, if any). */
@@ -32,6 +63,9 @@ export interface Job {
   scheduleId: string | null;
   scheduledFor: Date | null;
   flowControlKey: string | null;
+  /** The callback jobs its outcome made: event (job.delivered, ...) -> job id. */
+  callbacks: Record<string, string>;
+  response: KeptResponse | null;
 }
 
 /** A bulk answer's job: compact (no payload); `created` is false for an idempotent replay. */
@@ -54,7 +88,7 @@ export interface Attempt {
   error: string;
 }
 
-export interface Schedule {
+export interface Schedule extends Delivery {
   id: string;
   cron: string | null;
   everySeconds: number | null;
@@ -74,6 +108,15 @@ export interface Schedule {
   nextOccurrences: Date[];
   createdAt: Date;
   updatedAt: Date;
+}
+
+/** The team's delivery defaults, and the service's retry policy under them. */
+export interface TeamDefaults {
+  slug: string;
+  name: string;
+  retry: JobRetry | null;
+  defaultOnFailureUrl: string | null;
+  serviceRetry: JobRetry;
 }
 
 /** A flow-control key's limits and live state. */
@@ -97,9 +140,47 @@ export type _JobFields = Assert<SameNames<keyof Job, CamelKeys<Wire["Job"]>>>;
 export type _JobSummaryFields = Assert<SameNames<keyof JobSummary, CamelKeys<Wire["JobSummary"]>>>;
 export type _AttemptFields = Assert<SameNames<keyof Attempt, CamelKeys<Wire["DeliveryAttempt"]>>>;
 export type _ScheduleFields = Assert<SameNames<keyof Schedule, CamelKeys<Wire["Schedule"]>>>;
+export type _TeamFields = Assert<SameNames<keyof TeamDefaults, CamelKeys<Wire["Team"]>>>;
+export type _RetryFields = Assert<SameNames<keyof JobRetry, CamelKeys<Wire["RetryPolicy"]>>>;
+export type _KeptResponseFields = Assert<
+  SameNames<keyof KeptResponse, CamelKeys<Wire["KeptResponse"]>>
+>;
 export type _FlowControlFields = Assert<
   SameNames<keyof FlowControl, CamelKeys<Wire["FlowControl"]>>
 >;
+
+export function retryFromWire(w: Wire["RetryPolicy"] | null): JobRetry | null {
+  if (w === null) return null;
+  return {
+    maxAttempts: w.max_attempts ?? null,
+    minBackoffSeconds: w.min_backoff_seconds ?? null,
+    maxBackoffSeconds: w.max_backoff_seconds ?? null,
+  };
+}
+
+function deliveryFromWire(w: Wire["Job"] | Wire["Schedule"]): Delivery {
+  return {
+    method: w.method,
+    headers: w.headers,
+    format: w.format,
+    contentType: w.content_type,
+    timeoutSeconds: w.timeout_seconds,
+    retry: retryFromWire(w.retry),
+    onSuccessUrl: w.on_success_url,
+    onFailureUrl: w.on_failure_url,
+    captureResponse: w.capture_response,
+  };
+}
+
+export function teamFromWire(w: Wire["Team"]): TeamDefaults {
+  return {
+    slug: w.slug,
+    name: w.name,
+    retry: retryFromWire(w.retry),
+    defaultOnFailureUrl: w.default_on_failure_url,
+    serviceRetry: retryFromWire(w.service_retry)!,
+  };
+}
 
 function date(value: string): Date;
 function date(value: string | null): Date | null;
@@ -129,6 +210,17 @@ export function jobFromWire(w: Wire["Job"]): Job {
     scheduleId: w.schedule_id,
     scheduledFor: date(w.scheduled_for),
     flowControlKey: w.flow_control_key,
+    ...deliveryFromWire(w),
+    callbacks: w.callbacks,
+    response:
+      w.response === null
+        ? null
+        : {
+            statusCode: w.response.status_code,
+            contentType: w.response.content_type,
+            bodyExcerpt: w.response.body_excerpt,
+            durationMs: w.response.duration_ms,
+          },
   };
 }
 
@@ -174,6 +266,7 @@ export function scheduleFromWire(w: Wire["Schedule"]): Schedule {
     nextOccurrences: w.next_occurrences.map((instant) => date(instant)),
     createdAt: date(w.created_at),
     updatedAt: date(w.updated_at),
+    ...deliveryFromWire(w),
   };
 }
 

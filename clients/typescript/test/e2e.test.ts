@@ -431,3 +431,35 @@ test("flow controls and schedules", { timeout: TEST_TIMEOUT_MS }, async () => {
   await client.deleteSchedule(made.id);
   await assert.rejects(client.getSchedule(made.id), NotFoundError);
 });
+
+test("the delivery contract and the team's defaults", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const job = await client.schedule({
+    dueAt: later(),
+    handler: "noop",
+    method: "PUT",
+    headers: { Authorization: "Bearer never-read-back" },
+    retry: { maxAttempts: 2 },
+    captureResponse: true,
+  });
+  assert.equal(job.method, "PUT");
+  assert.deepEqual(job.headers, { Authorization: "********" });
+  assert.deepEqual(job.retry, { maxAttempts: 2, minBackoffSeconds: null, maxBackoffSeconds: null });
+  assert.deepEqual([job.captureResponse, job.callbacks, job.response], [true, {}, null]);
+  await assert.rejects(
+    client.schedule({ dueAt: later(), handler: "noop", headers: { Host: "x" } }),
+    (error: unknown) => error instanceof ValidationError && "headers.Host" in error.fields,
+  );
+  const made = await client.createSchedule({
+    everySeconds: 60,
+    handler: "noop",
+    format: "payload",
+    timeoutSeconds: 5,
+  });
+  assert.deepEqual([made.format, made.timeoutSeconds], ["payload", 5]);
+  await client.deleteSchedule(made.id);
+
+  const team = await client.updateTeam({ retry: { maxAttempts: 4 } });
+  assert.equal(team.retry?.maxAttempts, 4);
+  assert.equal((await client.getTeam()).retry?.maxAttempts, 4);
+  assert.equal((await client.updateTeam({ retry: null })).retry, null);
+});

@@ -13,7 +13,18 @@ from .errors import (
     TransportError,
     ValidationError,
 )
-from .models import Attempt, FlowControl, Job
+from .models import (
+    Attempt,
+    Delivery,
+    DeliveryFields,
+    FlowControl,
+    Job,
+    JobFields,
+    JobRetry,
+    KeptResponse,
+    Schedule,
+    TeamDefaults,
+)
 from .verify import verify
 
 __all__ = [
@@ -22,14 +33,21 @@ __all__ = [
     "AuthenticationError",
     "Client",
     "Conflict",
+    "Delivery",
+    "DeliveryFields",
     "FlowControl",
     "InvalidSignature",
     "Job",
+    "JobFields",
+    "JobRetry",
+    "KeptResponse",
     "NotFound",
     "RateLimited",
     "RetryPolicy",
+    "Schedule",
     "SendlaterError",
     "ServiceUnavailable",
+    "TeamDefaults",
     "TransportError",
     "ValidationError",
     "verify",

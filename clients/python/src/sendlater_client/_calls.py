@@ -15,9 +15,21 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from .models import Attempt, FlowControl, Job, format_dt
+from .models import Attempt, FlowControl, Job, JobRetry, Schedule, TeamDefaults, format_dt
 
 BULK_MAX_JOBS = 1000  # the API's limit per POST /api/v1/jobs/bulk
+# The delivery contract: what a job sends, how it retries, who hears its outcome.
+DELIVERY_FIELDS = (
+    "method",
+    "headers",
+    "format",
+    "content_type",
+    "timeout_seconds",
+    "retry",
+    "on_success_url",
+    "on_failure_url",
+    "capture_response",
+)
 JOB_FIELDS = (
     "due_at",
     "callback_url",
@@ -28,6 +40,23 @@ JOB_FIELDS = (
     "window_seconds",
     "expires_after_seconds",
     "flow_control_key",
+    *DELIVERY_FIELDS,
+)
+SCHEDULE_FIELDS = (
+    "cron",
+    "every_seconds",
+    "timezone",
+    "callback_url",
+    "handler",
+    "payload",
+    "metadata",
+    "window_seconds",
+    "expires_after_seconds",
+    "start_at",
+    "end_at",
+    "missed",
+    "flow_control_key",
+    *DELIVERY_FIELDS,
 )
 
 
@@ -52,6 +81,8 @@ def job_body(job: Mapping[str, Any]) -> dict[str, Any]:
     body = {k: v for k, v in job.items() if v is not None}
     if "due_at" not in body:
         raise TypeError("a job needs due_at")
+    if isinstance(body.get("retry"), JobRetry):
+        body["retry"] = body["retry"].to_json()
     body["due_at"] = format_dt(body["due_at"])
     body.setdefault("idempotency_key", new_idempotency_key())
     return body
@@ -212,3 +243,93 @@ def flow_control_pause(key: str) -> Call:
 
 def flow_control_resume(key: str) -> Call:
     return Call("POST", f"{_flow_path(key)}/resume", FlowControl.from_json)
+
+
+# --- recurring schedules -------------------------------------------------------
+
+
+def _schedule_body(fields: Mapping[str, Any], *, patch: bool = False) -> dict[str, Any]:
+    unknown = set(fields) - set(SCHEDULE_FIELDS)
+    if unknown:
+        raise TypeError(f"unknown schedule fields: {sorted(unknown)}")
+    # A PATCH keeps explicit nulls (they clear a value); a create leaves them out.
+    body = {k: v for k, v in fields.items() if patch or v is not None}
+    for name in ("start_at", "end_at"):
+        if body.get(name) is not None:
+            body[name] = format_dt(body[name])
+    if isinstance(body.get("retry"), JobRetry):
+        body["retry"] = body["retry"].to_json()
+    return body
+
+
+def _schedule_path(schedule_id: Any) -> str:
+    return f"/api/v1/schedules/{schedule_id}"
+
+
+def schedule_create(**fields: Any) -> Call:
+    return Call("POST", "/api/v1/schedules", Schedule.from_json, json=_schedule_body(fields))
+
+
+def schedule_get(schedule_id: Any) -> Call:
+    return Call("GET", _schedule_path(schedule_id), Schedule.from_json)
+
+
+def schedule_list_page(*, limit: int | None = None, cursor: str | None = None) -> Call:
+    params: list[tuple[str, str]] = []
+    if limit is not None:
+        params.append(("limit", str(limit)))
+    if cursor is not None:
+        params.append(("cursor", cursor))
+    return Call(
+        "GET",
+        "/api/v1/schedules",
+        lambda data: ([Schedule.from_json(s) for s in data["results"]], data.get("next_cursor")),
+        params=params,
+    )
+
+
+def schedule_update(schedule_id: Any, **changes: Any) -> Call:
+    body = _schedule_body(changes, patch=True)
+    return Call("PATCH", _schedule_path(schedule_id), Schedule.from_json, json=body)
+
+
+def schedule_delete(schedule_id: Any) -> Call:
+    return Call("DELETE", _schedule_path(schedule_id), lambda data: None)
+
+
+def schedule_pause(schedule_id: Any) -> Call:
+    return Call("POST", f"{_schedule_path(schedule_id)}/pause", Schedule.from_json)
+
+
+def schedule_resume(schedule_id: Any) -> Call:
+    return Call("POST", f"{_schedule_path(schedule_id)}/resume", Schedule.from_json)
+
+
+def schedule_occurrences(schedule_id: Any, count: int | None = None) -> Call:
+    params = [("count", str(count))] if count is not None else []
+    return Call(
+        "GET",
+        f"{_schedule_path(schedule_id)}/occurrences",
+        lambda data: [
+            datetime.fromisoformat(v.replace("Z", "+00:00")) for v in data["occurrences"]
+        ],
+        params=params,
+    )
+
+
+# --- the team's delivery defaults ----------------------------------------------
+
+_UNSET: Any = object()
+
+
+def team_get() -> Call:
+    return Call("GET", "/api/v1/team", TeamDefaults.from_json)
+
+
+def team_update(*, retry: Any = _UNSET, default_on_failure_url: Any = _UNSET) -> Call:
+    body: dict[str, Any] = {}
+    if retry is not _UNSET:
+        body["retry"] = retry.to_json() if isinstance(retry, JobRetry) else retry
+    if default_on_failure_url is not _UNSET:
+        body["default_on_failure_url"] = default_on_failure_url
+    return Call("PATCH", "/api/v1/team", TeamDefaults.from_json, json=body)

@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -14,7 +14,20 @@ from . import _calls
 from ._calls import Call
 from ._retry import RETRY_STATUSES, RetryPolicy, retry_after_of
 from .errors import TransportError, error_for
-from .models import Attempt, FlowControl, Job
+from .models import (
+    Attempt,
+    FlowControl,
+    Job,
+    JobFields,
+    JobRetry,
+    Schedule,
+    TeamDefaults,
+)
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # noqa: UP035 (the client runs on Python 3.10)
+
+_UNSET: Any = _calls._UNSET
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 
@@ -81,7 +94,7 @@ class Client:
             return _answer(call, response)
         raise AssertionError("unreachable")
 
-    def schedule(self, due_at: datetime | str, **job: Any) -> Job:
+    def schedule(self, due_at: datetime | str, **job: Unpack[JobFields]) -> Job:
         return self.request(_calls.schedule(due_at=due_at, **job))
 
     def schedule_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
@@ -152,6 +165,55 @@ class Client:
     def resume_flow_control(self, key: str) -> FlowControl:
         return self.request(_calls.flow_control_resume(key))
 
+    def create_schedule(
+        self, *, cron: str | None = None, every_seconds: int | None = None, **fields: Any
+    ) -> Schedule:
+        """A recurring schedule (``cron`` or ``every_seconds``); the job fields and the
+        delivery contract's (``DeliveryFields``) are copied to every occurrence."""
+        return self.request(
+            _calls.schedule_create(cron=cron, every_seconds=every_seconds, **fields)
+        )
+
+    def get_schedule(self, schedule_id: Any) -> Schedule:
+        return self.request(_calls.schedule_get(schedule_id))
+
+    def list_schedules(self, *, limit: int | None = None) -> Iterator[Schedule]:
+        cursor = None
+        while True:
+            found, cursor = self.request(_calls.schedule_list_page(limit=limit, cursor=cursor))
+            yield from found
+            if not cursor:
+                return
+
+    def update_schedule(self, schedule_id: Any, **changes: Any) -> Schedule:
+        return self.request(_calls.schedule_update(schedule_id, **changes))
+
+    def delete_schedule(self, schedule_id: Any) -> None:
+        self.request(_calls.schedule_delete(schedule_id))
+
+    def pause_schedule(self, schedule_id: Any) -> Schedule:
+        return self.request(_calls.schedule_pause(schedule_id))
+
+    def resume_schedule(self, schedule_id: Any) -> Schedule:
+        return self.request(_calls.schedule_resume(schedule_id))
+
+    def schedule_occurrences(self, schedule_id: Any, count: int | None = None) -> list[datetime]:
+        return self.request(_calls.schedule_occurrences(schedule_id, count))
+
+    def get_team(self) -> TeamDefaults:
+        return self.request(_calls.team_get())
+
+    def update_team(
+        self,
+        *,
+        retry: JobRetry | dict[str, int] | None = _UNSET,
+        default_on_failure_url: str | None = _UNSET,
+    ) -> TeamDefaults:
+        """Set the team's retry defaults and default failure callback (None clears)."""
+        return self.request(
+            _calls.team_update(retry=retry, default_on_failure_url=default_on_failure_url)
+        )
+
 
 class AsyncClient:
     """The same methods as Client, awaited; ``list`` is an async iterator."""
@@ -200,7 +262,7 @@ class AsyncClient:
             return _answer(call, response)
         raise AssertionError("unreachable")
 
-    async def schedule(self, due_at: datetime | str, **job: Any) -> Job:
+    async def schedule(self, due_at: datetime | str, **job: Unpack[JobFields]) -> Job:
         return await self.request(_calls.schedule(due_at=due_at, **job))
 
     async def schedule_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
@@ -273,3 +335,53 @@ class AsyncClient:
 
     async def resume_flow_control(self, key: str) -> FlowControl:
         return await self.request(_calls.flow_control_resume(key))
+
+    async def create_schedule(
+        self, *, cron: str | None = None, every_seconds: int | None = None, **fields: Any
+    ) -> Schedule:
+        return await self.request(
+            _calls.schedule_create(cron=cron, every_seconds=every_seconds, **fields)
+        )
+
+    async def get_schedule(self, schedule_id: Any) -> Schedule:
+        return await self.request(_calls.schedule_get(schedule_id))
+
+    async def list_schedules(self, *, limit: int | None = None) -> AsyncIterator[Schedule]:
+        cursor = None
+        while True:
+            call = _calls.schedule_list_page(limit=limit, cursor=cursor)
+            found, cursor = await self.request(call)
+            for schedule in found:
+                yield schedule
+            if not cursor:
+                return
+
+    async def update_schedule(self, schedule_id: Any, **changes: Any) -> Schedule:
+        return await self.request(_calls.schedule_update(schedule_id, **changes))
+
+    async def delete_schedule(self, schedule_id: Any) -> None:
+        await self.request(_calls.schedule_delete(schedule_id))
+
+    async def pause_schedule(self, schedule_id: Any) -> Schedule:
+        return await self.request(_calls.schedule_pause(schedule_id))
+
+    async def resume_schedule(self, schedule_id: Any) -> Schedule:
+        return await self.request(_calls.schedule_resume(schedule_id))
+
+    async def schedule_occurrences(
+        self, schedule_id: Any, count: int | None = None
+    ) -> list[datetime]:
+        return await self.request(_calls.schedule_occurrences(schedule_id, count))
+
+    async def get_team(self) -> TeamDefaults:
+        return await self.request(_calls.team_get())
+
+    async def update_team(
+        self,
+        *,
+        retry: JobRetry | dict[str, int] | None = _UNSET,
+        default_on_failure_url: str | None = _UNSET,
+    ) -> TeamDefaults:
+        return await self.request(
+            _calls.team_update(retry=retry, default_on_failure_url=default_on_failure_url)
+        )

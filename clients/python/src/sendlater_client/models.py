@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 
 def parse_dt(value: str | None) -> datetime | None:
@@ -19,6 +19,106 @@ def format_dt(value: datetime | str) -> str:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("due_at must be timezone-aware (naive datetimes are refused)")
     return value.isoformat()
+
+
+@dataclass(frozen=True)
+class JobRetry:
+    """A job's (or schedule's, or team's) retry policy; None falls to the next level
+    (job, then team, then the service)."""
+
+    max_attempts: int | None = None
+    min_backoff_seconds: int | None = None
+    max_backoff_seconds: int | None = None
+
+    def to_json(self) -> dict[str, int]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> JobRetry | None:
+        if not data:
+            return None
+        return cls(
+            max_attempts=data.get("max_attempts"),
+            min_backoff_seconds=data.get("min_backoff_seconds"),
+            max_backoff_seconds=data.get("max_backoff_seconds"),
+        )
+
+
+@dataclass(frozen=True)
+class KeptResponse:
+    """A successful response kept where the job asked (``capture_response``)."""
+
+    status_code: int
+    content_type: str | None
+    body_excerpt: str
+    duration_ms: int | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> KeptResponse | None:
+        if not data:
+            return None
+        return cls(
+            status_code=data["status_code"],
+            content_type=data.get("content_type"),
+            body_excerpt=data.get("body_excerpt", ""),
+            duration_ms=data.get("duration_ms"),
+        )
+
+
+class DeliveryFields(TypedDict, total=False):
+    """The delivery contract's fields of a job or schedule (keyword arguments)."""
+
+    method: str  # POST (default), PUT, PATCH, DELETE, GET
+    headers: dict[str, str]  # kept encrypted, read back masked
+    format: str  # "envelope" (default) or "payload"
+    content_type: str  # with format "payload"
+    timeout_seconds: int
+    retry: JobRetry | dict[str, int]
+    on_success_url: str
+    on_failure_url: str
+    capture_response: bool
+
+
+class JobFields(DeliveryFields, total=False):
+    """What ``Client.schedule`` takes besides ``due_at``."""
+
+    callback_url: str
+    handler: str
+    payload: Any
+    metadata: dict[str, str]
+    idempotency_key: str
+    window_seconds: int
+    expires_after_seconds: int
+    flow_control_key: str
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What a job (or every occurrence of a schedule) sends; header values read masked."""
+
+    method: str = "POST"
+    headers: dict[str, str] = field(default_factory=dict)
+    format: str = "envelope"
+    content_type: str | None = None
+    timeout_seconds: int | None = None
+    retry: JobRetry | None = None
+    on_success_url: str | None = None
+    on_failure_url: str | None = None
+    capture_response: bool = False
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Delivery:
+        return cls(
+            method=data.get("method") or "POST",
+            headers=data.get("headers") or {},
+            format=data.get("format") or "envelope",
+            content_type=data.get("content_type"),
+            timeout_seconds=data.get("timeout_seconds"),
+            retry=JobRetry.from_json(data.get("retry")),
+            on_success_url=data.get("on_success_url"),
+            on_failure_url=data.get("on_failure_url"),
+            capture_response=bool(data.get("capture_response")),
+        )
 
 
 @dataclass(frozen=True)
@@ -42,6 +142,12 @@ class Job:
     updated_at: datetime | None = None
     created: bool | None = None  # bulk answers only: False for an idempotent replay
     flow_control_key: str | None = None
+    schedule_id: str | None = None
+    scheduled_for: datetime | None = None
+    delivery: Delivery = field(default_factory=Delivery)
+    # The callback jobs its outcome made: event (job.delivered, ...) -> job id.
+    callbacks: dict[str, str] = field(default_factory=dict)
+    response: KeptResponse | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Job:
@@ -65,6 +171,11 @@ class Job:
             updated_at=parse_dt(data.get("updated_at")),
             created=data.get("created"),
             flow_control_key=data.get("flow_control_key"),
+            schedule_id=data.get("schedule_id"),
+            scheduled_for=parse_dt(data.get("scheduled_for")),
+            delivery=Delivery.from_json(data),
+            callbacks=data.get("callbacks") or {},
+            response=KeptResponse.from_json(data.get("response")),
         )
 
 
@@ -117,4 +228,74 @@ class FlowControl:
             delivered_in_period=data.get("delivered_in_period", 0),
             created_at=parse_dt(data.get("created_at")),
             updated_at=parse_dt(data.get("updated_at")),
+        )
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A recurring schedule: each occurrence becomes a job."""
+
+    id: str
+    cron: str | None
+    every_seconds: int | None
+    timezone: str
+    callback_url: str | None
+    handler: str | None
+    payload: Any
+    metadata: dict[str, str]
+    window_seconds: int
+    expires_after_seconds: int | None
+    start_at: datetime | None
+    end_at: datetime | None
+    missed: str
+    flow_control_key: str | None
+    paused: bool
+    next_occurrences: list[datetime]
+    delivery: Delivery
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Schedule:
+        return cls(
+            id=data["id"],
+            cron=data.get("cron"),
+            every_seconds=data.get("every_seconds"),
+            timezone=data.get("timezone", "UTC"),
+            callback_url=data.get("callback_url"),
+            handler=data.get("handler"),
+            payload=data.get("payload"),
+            metadata=data.get("metadata") or {},
+            window_seconds=data.get("window_seconds", 0),
+            expires_after_seconds=data.get("expires_after_seconds"),
+            start_at=parse_dt(data.get("start_at")),
+            end_at=parse_dt(data.get("end_at")),
+            missed=data.get("missed", "skip"),
+            flow_control_key=data.get("flow_control_key"),
+            paused=bool(data.get("paused")),
+            next_occurrences=[parse_dt(v) for v in data.get("next_occurrences") or []],  # type: ignore[misc]
+            delivery=Delivery.from_json(data),
+            created_at=parse_dt(data.get("created_at")),
+            updated_at=parse_dt(data.get("updated_at")),
+        )
+
+
+@dataclass(frozen=True)
+class TeamDefaults:
+    """The team's delivery defaults (and the service's retry policy under them)."""
+
+    slug: str
+    name: str
+    retry: JobRetry | None
+    default_on_failure_url: str | None
+    service_retry: JobRetry | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TeamDefaults:
+        return cls(
+            slug=data["slug"],
+            name=data.get("name", ""),
+            retry=JobRetry.from_json(data.get("retry")),
+            default_on_failure_url=data.get("default_on_failure_url"),
+            service_retry=JobRetry.from_json(data.get("service_retry")),
         )

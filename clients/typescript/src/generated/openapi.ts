@@ -257,6 +257,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/team": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["team_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch: operations["team_update"];
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -307,12 +323,19 @@ export interface components {
             next_cursor: string | null;
             results: components["schemas"]["FlowControl"][];
         };
+        /** @enum {string} */
+        FormatEnum: "envelope" | "payload";
         Job: {
             attempts: number;
             /** Format: date-time */
             bucket: string;
             /** Format: uri */
             readonly callback_url: string | null;
+            callbacks: {
+                [key: string]: string;
+            };
+            capture_response: boolean;
+            content_type: string | null;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -322,7 +345,11 @@ export interface components {
             /** Format: date-time */
             expires_at: string | null;
             flow_control_key: string | null;
+            format: components["schemas"]["FormatEnum"];
             readonly handler: string | null;
+            headers: {
+                [key: string]: string;
+            };
             /** Format: uuid */
             id: string;
             idempotency_key: string | null;
@@ -330,13 +357,19 @@ export interface components {
             metadata: {
                 [key: string]: string;
             };
+            method: components["schemas"]["MethodEnum"];
+            on_failure_url: string | null;
+            on_success_url: string | null;
             payload: unknown;
+            response: components["schemas"]["KeptResponse"] | null;
+            retry: components["schemas"]["RetryPolicy"] | null;
             /** Format: uuid */
             schedule_id: string | null;
             /** Format: date-time */
             scheduled_for: string | null;
             shard: number;
             status: components["schemas"]["StatusEnum"];
+            timeout_seconds: number | null;
             /** Format: date-time */
             updated_at: string;
             window_seconds: number;
@@ -358,18 +391,29 @@ export interface components {
         };
         JobCreateRequest: {
             callback_url?: string;
+            capture_response?: boolean;
+            content_type?: string | null;
             /** Format: date-time */
             due_at: string;
             expires_after_seconds?: number | null;
             flow_control_key?: string | null;
+            format?: components["schemas"]["FormatEnum"];
             handler?: string;
+            headers?: {
+                [key: string]: string;
+            };
             idempotency_key?: string;
             metadata?: {
                 [key: string]: string;
             };
+            method?: components["schemas"]["MethodEnum"];
+            on_failure_url?: string | null;
+            on_success_url?: string | null;
             payload?: {
                 [key: string]: components["schemas"]["JsonValue"];
             } | components["schemas"]["JsonValue"][] | string | number | boolean;
+            retry?: components["schemas"]["RetryPolicyRequest"] | null;
+            timeout_seconds?: number | null;
             window_seconds?: number;
         };
         JobPage: {
@@ -389,6 +433,14 @@ export interface components {
             status: components["schemas"]["StatusEnum"];
         };
         JsonValue: JsonValue;
+        KeptResponse: {
+            body_excerpt: string;
+            content_type: string | null;
+            duration_ms: number | null;
+            status_code: number;
+        };
+        /** @enum {string} */
+        MethodEnum: "POST" | "PUT" | "PATCH" | "DELETE" | "GET";
         /** @enum {string} */
         MissedEnum: "skip" | "fire_last";
         Occurrences: {
@@ -403,30 +455,57 @@ export interface components {
         };
         PatchedScheduleUpdateRequest: {
             callback_url?: string;
+            capture_response?: boolean;
+            content_type?: string | null;
             cron?: string;
             /** Format: date-time */
             end_at?: string | null;
             every_seconds?: number;
             expires_after_seconds?: number | null;
             flow_control_key?: string | null;
+            format?: components["schemas"]["FormatEnum"];
             handler?: string;
+            headers?: {
+                [key: string]: string;
+            };
             metadata?: {
                 [key: string]: string;
             };
+            method?: components["schemas"]["MethodEnum"];
             missed?: components["schemas"]["MissedEnum"];
+            on_failure_url?: string | null;
+            on_success_url?: string | null;
             payload?: {
                 [key: string]: components["schemas"]["JsonValue"];
             } | components["schemas"]["JsonValue"][] | string | number | boolean;
+            retry?: components["schemas"]["RetryPolicyRequest"] | null;
             /** Format: date-time */
             start_at?: string | null;
+            timeout_seconds?: number | null;
             timezone?: components["schemas"]["TimezoneEnum"];
             window_seconds?: number;
         };
+        PatchedTeamDefaultsRequest: {
+            default_on_failure_url?: string | null;
+            retry?: components["schemas"]["RetryPolicyRequest"] | null;
+        };
         /** @enum {string} */
         ResultEnum: "delivered" | "retry" | "dead" | "expired";
+        RetryPolicy: {
+            max_attempts?: number;
+            max_backoff_seconds?: number;
+            min_backoff_seconds?: number;
+        };
+        RetryPolicyRequest: {
+            max_attempts?: number;
+            max_backoff_seconds?: number;
+            min_backoff_seconds?: number;
+        };
         Schedule: {
             /** Format: uri */
             readonly callback_url: string | null;
+            capture_response: boolean;
+            content_type: string | null;
             /** Format: date-time */
             created_at: string;
             cron: string | null;
@@ -435,18 +514,27 @@ export interface components {
             every_seconds: number | null;
             expires_after_seconds: number | null;
             flow_control_key: string | null;
+            format: components["schemas"]["FormatEnum"];
             readonly handler: string | null;
+            headers: {
+                [key: string]: string;
+            };
             /** Format: uuid */
             id: string;
             metadata: {
                 [key: string]: string;
             };
+            method: components["schemas"]["MethodEnum"];
             missed: components["schemas"]["MissedEnum"];
             next_occurrences: string[];
+            on_failure_url: string | null;
+            on_success_url: string | null;
             paused: boolean;
             payload: unknown;
+            retry: components["schemas"]["RetryPolicy"] | null;
             /** Format: date-time */
             start_at: string | null;
+            timeout_seconds: number | null;
             timezone: string;
             /** Format: date-time */
             updated_at: string;
@@ -454,22 +542,33 @@ export interface components {
         };
         ScheduleCreateRequest: {
             callback_url?: string;
+            capture_response?: boolean;
+            content_type?: string | null;
             cron?: string;
             /** Format: date-time */
             end_at?: string | null;
             every_seconds?: number;
             expires_after_seconds?: number | null;
             flow_control_key?: string | null;
+            format?: components["schemas"]["FormatEnum"];
             handler?: string;
+            headers?: {
+                [key: string]: string;
+            };
             metadata?: {
                 [key: string]: string;
             };
+            method?: components["schemas"]["MethodEnum"];
             missed?: components["schemas"]["MissedEnum"];
+            on_failure_url?: string | null;
+            on_success_url?: string | null;
             payload?: {
                 [key: string]: components["schemas"]["JsonValue"];
             } | components["schemas"]["JsonValue"][] | string | number | boolean;
+            retry?: components["schemas"]["RetryPolicyRequest"] | null;
             /** Format: date-time */
             start_at?: string | null;
+            timeout_seconds?: number | null;
             timezone?: components["schemas"]["TimezoneEnum"];
             window_seconds?: number;
         };
@@ -480,6 +579,13 @@ export interface components {
         };
         /** @enum {string} */
         StatusEnum: "pending" | "delivered" | "dead" | "canceled" | "expired";
+        Team: {
+            default_on_failure_url: string | null;
+            name: string;
+            retry: components["schemas"]["RetryPolicy"] | null;
+            service_retry: components["schemas"]["RetryPolicy"];
+            slug: string;
+        };
         TimezoneEnum: string;
     };
     responses: never;
@@ -2033,6 +2139,130 @@ export interface operations {
                 };
             };
             414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: {
+                headers: {
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    team_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Team"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: {
+                headers: {
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    team_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedTeamDefaultsRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Team"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

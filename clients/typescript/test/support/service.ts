@@ -87,6 +87,8 @@ async function serveOn(database: { url: string; drop: () => Promise<void> }): Pr
     DATABASE_URL: database.url,
     DJANGO_SETTINGS_MODULE: "sendlater_site.settings",
     SECRET_KEY: process.env.SECRET_KEY || "test-only-not-a-secret",
+    SENDLATER_ENCRYPTION_KEYS:
+      process.env.SENDLATER_ENCRYPTION_KEYS || "dGVzdC1vbmx5LW5vdC1hLXNlY3JldC14eHh4eHh4eHg=",
     SECURE_SSL_REDIRECT: "false",
     DEBUG: "false",
     ALLOWED_HOSTS: "127.0.0.1",
