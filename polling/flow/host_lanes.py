@@ -222,7 +222,9 @@ class HostLanes:
             del lanes[host]
             self._busy.discard(host)
             self._excluded = None
-        demand = {host: (lane.out + len(lane.parked), lane.out) for host, lane in lanes.items()}
+        demand = {
+            host: (lane.out + len(lane.parked), lane.share or 0) for host, lane in lanes.items()
+        }
         shares = shares_refresh(owner=self.owner, lanes=demand, cap=self.cap, now=now)
         if shares is None:  # the budget's lock was busy: keep what there is, try later
             self._last_refresh = clock + REFRESH_SECONDS

@@ -13,8 +13,8 @@ by an advisory lock:
 - it is taken only out of what the others' published shares leave free, so the
   shares of one host add up to at most its cap; a poller that grows waits until the
   others have shrunk (each at its own next refresh), and one that shrinks keeps
-  publishing what it may still have running (``min(old share, in flight)``) until
-  those requests end;
+  publishing its old share for one refresh (``REFRESH_SECONDS``), while the requests
+  started under it end;
 - a poller that stops deletes its rows; one that dies stops counting after
   ``FRESH_SECONDS`` (its rows are purged after ``PURGE_SECONDS``).
 
@@ -55,9 +55,10 @@ def shares_refresh(
 ) -> dict[str, int] | None:
     """Publish ``owner``'s demand per host and return its share of each.
 
-    ``lanes``: ``{host: (demand, in flight)}`` for every host it has webhooks for (a
-    host with no demand is given up). None when the lock was busy (a stopped poller
-    holds it): keep the shares there are and try again at the next refresh.
+    ``lanes``: ``{host: (demand, the share its transport has now)}`` for every host it
+    has webhooks for (a host with no demand is given up). None when the lock was busy
+    (a stopped poller holds it): keep the shares there are and try again at the next
+    refresh.
     """
     hosts = [host for host, (demand, _) in lanes.items() if demand > 0]
     try:
@@ -73,13 +74,13 @@ def shares_refresh(
             shares: dict[str, int] = {}
             rows = []
             for host in hosts:
-                demand, flying = lanes[host]
+                demand, current = lanes[host]
                 their_demand, their_share = others.get(host, (0, 0))
                 target = max(1, cap * demand // (demand + their_demand))
                 share = max(0, min(target, cap - their_share))
                 shares[host] = share
-                # What may still run under the old share counts until it ends.
-                published = max(share, min(mine.get(host, 0), flying))
+                # Shrinking: what runs under the old share counts for one more refresh.
+                published = max(share, min(mine.get(host, 0), current))
                 rows.append((host, owner, demand, published, dt(now)))
             gone = [host for host in mine if host not in shares]
             if gone:

@@ -43,12 +43,13 @@ def test_shares_follow_demand_and_never_add_up_past_the_cap() -> None:
     # b arrives: a holds the whole cap, so b waits for a to shrink.
     assert shares_refresh(owner="b", lanes={HOST: (10, 0)}, cap=8, now=now) == {HOST: 0}
     assert sum(published().values()) <= 8
-    # a shrinks to its part of the demand (3/4), but publishes what may still run.
+    # a shrinks to its part of the demand (3/4), but publishes its old share once more:
+    # requests started under it may still be running.
     assert shares_refresh(owner="a", lanes={HOST: (30, 8)}, cap=8, now=now) == {HOST: 6}
-    assert published()["a"] == 8  # eight requests of the old share may still be running
+    assert published()["a"] == 8
     assert shares_refresh(owner="b", lanes={HOST: (10, 0)}, cap=8, now=now) == {HOST: 0}
-    # Once a's requests drop under its new share, b takes the rest.
-    shares_refresh(owner="a", lanes={HOST: (30, 5)}, cap=8, now=now)
+    # At a's next refresh (its transport at 6 now), b takes the rest.
+    shares_refresh(owner="a", lanes={HOST: (30, 6)}, cap=8, now=now)
     assert shares_refresh(owner="b", lanes={HOST: (10, 0)}, cap=8, now=now) == {HOST: 2}
     assert published() == {"a": 6, "b": 2}
 
@@ -64,7 +65,7 @@ def test_a_poller_with_no_jobs_for_a_host_takes_none_and_a_gone_one_stops_counti
     shares_refresh(owner="a", lanes={HOST: (10, 0)}, cap=8, now=now)
     shares_refresh(owner="b", lanes={HOST: (10, 0)}, cap=8, now=now)
     later = now + timedelta(seconds=FRESH_SECONDS + 1)
-    assert shares_refresh(owner="a", lanes={HOST: (10, 10)}, cap=8, now=later) == {HOST: 8}
+    assert shares_refresh(owner="a", lanes={HOST: (10, 4)}, cap=8, now=later) == {HOST: 8}
     shares_release(owner="a")
     assert "a" not in published()
 
