@@ -394,7 +394,7 @@ def collector_serve(port: int) -> None:
         protocol_version = "HTTP/1.1"
 
         def log_message(self, *args: object) -> None:
-            pass
+            """Quiet: no line per export request."""
 
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length", 0)))

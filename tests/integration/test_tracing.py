@@ -324,8 +324,8 @@ def test_a_handlers_own_spans_join_the_jobs_trace(exported, monkeypatch) -> None
     from scheduling import handlers
 
     def traced_handler(delivery) -> None:
-        with tracing.TRACER.start_as_current_span("inside the handler"):
-            pass
+        with tracing.TRACER.start_as_current_span("inside the handler") as span:
+            span.set_attribute("handler.job", str(delivery.job_id))
 
     monkeypatch.setitem(handlers._registry, "tracing_test_handler", traced_handler)
 
