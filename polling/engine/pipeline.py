@@ -287,25 +287,33 @@ class Pipeline:
         return 1
 
     def _give_up_stalled(self) -> int:
-        """Retry the jobs in flight for longer than the stall limit (oldest first)."""
+        """Retry the jobs in flight for longer than the stall limit (oldest first).
+
+        A job whose own ``timeout_seconds`` is longer than the service's limit waits
+        that long (and a little for its answer): the transport cuts its request then.
+        """
         if not self._sent:
             return 0
-        limit = time.monotonic() - self.stall_seconds
+        now = time.monotonic()
+        limit = now - self.stall_seconds
         stalled = []
         for job, sent_at in self._sent.values():  # in the order sent: stop at a young one
             if sent_at > limit:
                 break
-            stalled.append(job)
-        for job in stalled:
+            own = _own_stall_seconds(job)
+            if sent_at + own > now:
+                continue  # its own, longer timeout has not run out
+            stalled.append((job, max(own, self.stall_seconds)))
+        for job, seconds in stalled:
             logger.warning(
                 "poller %s: job %s (shard %s) had no outcome within %.0fs; retrying it",
                 self.owner,
                 job.id,
                 job.shard,
-                self.stall_seconds,
+                seconds,
                 extra={"shard": job.shard, "job": str(job.id)},
             )
-            error = f"no outcome within {self.stall_seconds:.0f}s (delivery stalled)"
+            error = f"no outcome within {seconds:.0f}s (delivery stalled)"
             self._take(job, Outcome(job.id, "retry", error=error))
         return len(stalled)
 
@@ -426,3 +434,13 @@ def _slots(*groups: Sequence[ClaimedJob]) -> dict[int, int]:
             if job.flow:
                 counts[job.flow] += 1
     return counts
+
+
+# What a job's own timeout is given beyond itself for its answer to come back.
+OWN_TIMEOUT_GRACE_SECONDS = 5.0
+
+
+def _own_stall_seconds(job: ClaimedJob) -> float:
+    """How long ``job`` may be in flight by its own ``timeout_seconds`` (0: none)."""
+    timeout = job.request.get("timeout_seconds") if job.request else None
+    return float(timeout) + OWN_TIMEOUT_GRACE_SECONDS if timeout else 0.0

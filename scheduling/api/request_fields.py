@@ -146,7 +146,7 @@ class DeliveryContractFields(serializers.Serializer):
     )
     timeout_seconds = StrictIntegerField(
         min_value=rq.TIMEOUT_MIN_SECONDS,
-        max_value=rq.timeout_max_seconds(),
+        max_value=rq.TIMEOUT_MAX_SECONDS,
         required=False,
         allow_null=True,
         help_text="The whole request's limit (connect, send, wait, read). Default: the service's.",

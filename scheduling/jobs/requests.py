@@ -179,7 +179,7 @@ class RequestChecker:
             _int_in(
                 request.timeout_seconds,
                 TIMEOUT_MIN_SECONDS,
-                timeout_max_seconds(),
+                TIMEOUT_MAX_SECONDS,
                 "timeout_seconds",
             )
         if request.retry is not None:
@@ -273,16 +273,6 @@ def retry_policy_check(policy: RetryPolicy, *, field: str) -> None:
             "max_backoff_seconds must be at least min_backoff_seconds.",
             field=f"{field}.max_backoff_seconds",
         )
-
-
-def timeout_max_seconds() -> int:
-    """The longest ``timeout_seconds`` a job may ask: 120, or less where the service's
-    own limit on one delivery (connect + 3 reads, the pollers' stall bound) is shorter."""
-    limit = (
-        settings.SENDLATER_WEBHOOK_CONNECT_TIMEOUT_SECONDS
-        + 3 * settings.SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS
-    )
-    return max(TIMEOUT_MIN_SECONDS, min(TIMEOUT_MAX_SECONDS, int(limit)))
 
 
 def _stored_plain(request: DeliveryRequest) -> dict[str, Any]:

@@ -130,6 +130,25 @@ def test_a_delivery_with_no_outcome_is_given_up_as_a_retry(team, settings) -> No
     assert poller.pipeline.in_flight == 0
 
 
+def test_a_job_with_its_own_longer_timeout_is_given_that_long(team, settings, monkeypatch) -> None:
+    from polling.engine import pipeline
+
+    settings.SENDLATER_WEBHOOK_CONNECT_TIMEOUT_SECONDS = 0.1
+    settings.SENDLATER_WEBHOOK_READ_TIMEOUT_SECONDS = 0.1  # the service's stall limit: 0.4 s
+    monkeypatch.setattr(pipeline, "OWN_TIMEOUT_GRACE_SECONDS", 0.0)
+    base = future_base()
+    job = webhook_job(team, "http://127.0.0.1:9/never", base)
+    Job.objects.filter(id=job.id).update(request={"timeout_seconds": 1})
+    poller = poller_build(sink=SilentSink())
+    started = time.monotonic()
+    poller.iterate(now=base + timedelta(seconds=1))
+    assert time.monotonic() - started >= 0.9  # not given up at the service's 0.4 s
+    job.refresh_from_db()
+    assert job.status == "pending" and job.attempts == 1
+    assert job.last_error == "no outcome within 1s (delivery stalled)"
+    assert poller.pipeline.in_flight == 0
+
+
 class HeldSink:
     """Answers only when the test says so."""
 
