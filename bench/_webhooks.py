@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import io
+import json
 import multiprocessing as mp
 import os
 import signal
@@ -31,6 +32,17 @@ async def request_read(reader: asyncio.StreamReader) -> tuple[str, dict[str, str
     length = int(headers.get("content-length", "0"))
     body = await reader.readexactly(length) if length else b""
     return lines[0], headers, body
+
+
+def stats_reply(raw: bytes) -> bytes:
+    """A receiver's answer to ``GET /stats``: ``raw`` (JSON) as a 200 response."""
+    return b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(raw), raw)
+
+
+def receiver_stats(port: int) -> dict:
+    """What the receiver on ``port`` reports (``GET /stats``)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=30) as response:
+        return json.loads(response.read())
 
 
 def pollers_stop(children: list[subprocess.Popen[bytes]]) -> None:

@@ -38,14 +38,19 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._webhooks import pollers_stop, request_read, webhook_bench  # noqa: E402
+from bench._webhooks import (  # noqa: E402
+    pollers_stop,
+    receiver_stats,
+    request_read,
+    stats_reply,
+    webhook_bench,
+)
 
 # Each kind has its own receiving address, as a partner's endpoint would: the per-host
 # cap and pace of the webhook engine (docs/delivery.md) then apply to each apart.
@@ -88,9 +93,7 @@ def receiver(port: int, par_delay: float) -> None:
                 first_line, headers, body = await request_read(reader)
                 if first_line.startswith("GET /stats"):
                     raw = stats()
-                    writer.write(
-                        b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(raw), raw)
-                    )
+                    writer.write(stats_reply(raw))
                     await writer.drain()
                     continue
                 now = time.time()
@@ -126,11 +129,6 @@ def receiver(port: int, par_delay: float) -> None:
         await asyncio.gather(*(s.serve_forever() for s in servers))
 
     asyncio.run(main())
-
-
-def receiver_stats(port: int) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=30) as response:
-        return json.loads(response.read())
 
 
 def parse() -> argparse.Namespace:

@@ -37,6 +37,11 @@ backends and the receiver (read from /proc from the due instant to the end of th
 run); for the raw reference, raw_cpu_us_per_request of the client and of the
 receiver under it. Everything it starts is stopped and the database is dropped.
 
+``--contract``: each run of (b) and (c) is followed by one whose jobs carry the
+delivery contract's commonest shape (``[b+contract,P=p]``): three custom headers
+(encrypted at rest, opened per delivery) and ``format: payload`` (the payload alone as
+the body), for its cost per job against the default shape in the same run.
+
 ``--traced``: tracing on in the pollers (docs/operations.md, "Traces": OTLP over HTTP,
 the batch span processor, every span sampled) and every job created with a trace
 context of its own, as if each came from a traced request; the spans go to a
@@ -126,7 +131,8 @@ def receiver(port: int, slow_seconds: float) -> None:
                     job_id = headers.get("webhook-id", "")
                     if job_id not in first:
                         first[job_id] = now
-                        due = json.loads(body).get("payload", {}).get("d", now)
+                        data = json.loads(body)  # the envelope, or the payload alone
+                        due = data.get("payload", data).get("d", now)
                         group = "slow" if local == SLOW_HOST else "fast"
                         lags.setdefault(group, []).append(now - due)
                         counts["early"] += now < due
@@ -229,6 +235,11 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--traced", action="store_true", help="tracing on in the pollers, a context per job"
     )
+    parser.add_argument(
+        "--contract",
+        action="store_true",
+        help="(b) and (c) again with three custom headers and format payload on every job",
+    )
     args = parser.parse_args()
     if min(args.jobs, args.backlog, args.raw_requests, args.batch_size) < 1:
         parser.error("--jobs, --backlog, --raw-requests and --batch-size must be positive")
@@ -267,7 +278,16 @@ def main() -> int:
         ):
             if shape in shapes:
                 for pollers in counts:
-                    run(args, shape, pollers, jobs=args.backlog, spread=0.0, hosts=hosts, raw=raw)
+                    for label in [shape, *([f"{shape}+contract"] if args.contract else [])]:
+                        run(
+                            args,
+                            label,
+                            pollers,
+                            jobs=args.backlog,
+                            spread=0.0,
+                            hosts=hosts,
+                            raw=raw,
+                        )
     return 0
 
 
@@ -305,6 +325,7 @@ def run(
         first = db_now() + timedelta(seconds=lead)
     urls = [f"http://{host}:{args.port}/hook" for host in hosts]
     fast = sum(not url.startswith(f"http://{SLOW_HOST}:") for url in urls)
+    request = contract_request() if shape.endswith("+contract") else None
     chunk = 10_000
     for offset in range(0, jobs, chunk):
         specs = []
@@ -317,6 +338,7 @@ def run(
                     target_kind="webhook",
                     target=urls[i % len(urls)],
                     payload=payload,
+                    request=request,
                     trace_context=f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01"
                     if args.traced
                     else None,
@@ -375,6 +397,18 @@ def run(
         time.sleep(6)  # the batch span processors' last export (every 5 s)
         exported = receiver_get(args.port + 50, "/stats")
         print(f"spans_exported{tag}: {exported['spans']} spans in {exported['requests']} requests")
+
+
+def contract_request() -> object:
+    """``--contract``: three custom headers (sealed at rest) and the payload alone."""
+    from scheduling.jobs.requests import DeliveryRequest
+
+    headers = {
+        "Authorization": "Bearer bench-0123456789abcdef0123456789abcdef",
+        "X-Tenant": "acme-corp",
+        "X-Request-Source": "sendlater-bench",
+    }
+    return DeliveryRequest(headers=headers, format="payload")
 
 
 # --- a minimal OTLP/HTTP collector (``--traced``) ----------------------------------------
@@ -457,7 +491,7 @@ def report(
     print(f"early{tag}: {stats['early']} jobs")
     print(f"poller_peak_rss_mb{tag}: {rss:.0f} MiB")
     print(f"ratio_to_raw{tag}: {rate / raw:.2f}")
-    if slow["n"] or shape == "c":
+    if slow["n"] or shape.startswith("c"):
         print(f"slow_receiver_delivered{tag}: {slow['n']} jobs (the rest wait, pending)")
         print(f"slow_receiver_lag_p50_seconds{tag}: {slow['p50']:.3f} s")
         # The goal: the fast receivers' p99 lag within their own drain time + 2 s.
