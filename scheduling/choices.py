@@ -12,8 +12,17 @@ class JobStatus(models.TextChoices):
     DEAD = "dead"
     CANCELED = "canceled"
     EXPIRED = "expired"
+    # A topic job past its due time: one child job per endpoint took its place
+    # (``polling.writing.fanout``); the API derives ``delivered`` from the children.
+    FANNED_OUT = "fanned_out"
 
 
 class TargetKind(models.TextChoices):
     WEBHOOK = "webhook"
     HANDLER = "handler"
+    TOPIC = "topic"
+
+
+class EndpointState(models.TextChoices):
+    ENABLED = "enabled"
+    DISABLED = "disabled"

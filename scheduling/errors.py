@@ -64,3 +64,12 @@ class FlowControlNotFound(SchedulingError):
 
 class InvalidFlowControl(SchedulingError):
     code = "invalid_flow_control"
+
+
+class TopicNotFound(SchedulingError):
+    code = "not_found"
+    status = 404
+
+
+class InvalidTopic(SchedulingError):
+    code = "invalid_topic"

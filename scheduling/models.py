@@ -351,3 +351,5 @@ from scheduling.schedules.models import (  # noqa: E402, F401
     Schedule,
     ScheduleOccurrence,
 )
+from scheduling.topics.models import NAME_PATTERN as TOPIC_NAME_PATTERN  # noqa: E402, F401
+from scheduling.topics.models import Topic, TopicEndpoint  # noqa: E402, F401

@@ -287,6 +287,7 @@ SPECTACULAR_SETTINGS = {
         "scheduling.api.schema.document_headers",
         "scheduling.api.schedule_views.document_schedules",
         "scheduling.api.flow_views.document_flow_controls",
+        "scheduling.api.topic_views.document_topics",
         "scheduling.api.schema_rules.document_rules",
     ],
 }

@@ -19,6 +19,7 @@ from polling.dispatch.base import (
     deliver_all,
     is_pipelined,
 )
+from polling.dispatch.topics import TopicSink
 
 logger = logging.getLogger(__name__)
 
@@ -40,11 +41,12 @@ class Router:
 
     A job whose kind has no sink, or that a sink failed to answer for, is retried
     with a clear ``error``: never dropped. Simple sinks (``deliver`` only) answer
-    their group inline, on the submitting thread.
+    their group inline, on the submitting thread. Topic jobs go to ``TopicSink`` unless
+    ``sinks`` names another for them: their fan-out is the write-back's.
     """
 
     def __init__(self, sinks: dict[str, Sink]) -> None:
-        self._sinks = sinks
+        self._sinks = {"topic": TopicSink(), **sinks}
 
     def submit(self, jobs: Sequence[ClaimedJob], done: Done) -> None:
         by_kind: dict[str, list[ClaimedJob]] = defaultdict(list)

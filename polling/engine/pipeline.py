@@ -45,6 +45,7 @@ from polling.reading.cursors import ReadCursors
 from polling.writing import writeback
 from polling.writing.attempts import attempts_record
 from polling.writing.callbacks import outcomes_heard
+from polling.writing.fanout import fanout_plan, fanout_write
 from polling.writing.retries import results_build
 
 logger = logging.getLogger(__name__)
@@ -353,6 +354,7 @@ class Pipeline:
         try:
             with bounded_atomic():
                 results = results_build(jobs=jobs, outcomes=outcomes, expired=expired, now=now)
+                fanout = fanout_plan(jobs=jobs, results=results)  # topic jobs: fanned_out
                 written = writeback.write_back(owner=self.owner, results=results, now=now)
                 attempts_record(results=results, written=written, poller=self.owner, now=now)
                 outcomes_heard(  # callbacks and kept responses, in this transaction
@@ -363,6 +365,7 @@ class Pipeline:
                     written=written,
                     now=now,
                 )
+                fanout_write(fanout, written=written, now=now)  # topic children, here too
                 done = self._batches_done(jobs, expired, released)
                 if len(written) != len(results):  # fenced out: the next owner forgets those
                     done -= {job.batch for job in (*jobs, *expired) if job.id not in written}

@@ -30,6 +30,8 @@ _CHUNK_ROWS = 2000
 _ERROR_CHARS = 300
 # Write-back status -> what the attempt came to.
 _RESULT = {"delivered": "delivered", "pending": "retry", "dead": "dead", "expired": "expired"}
+# What is recorded: not a success, nor a topic job's fan-out (its children are its tries).
+_FAILED = frozenset({"pending", "dead", "expired"})
 
 
 def attempts_record(
@@ -48,7 +50,7 @@ def attempts_record(
             poller,
         )
         for r in results
-        if r.status != "delivered" and r.counted and r.job_id in written
+        if r.status in _FAILED and r.counted and r.job_id in written
     ]
     if not rows:
         return 0

@@ -100,7 +100,7 @@ def outcomes_heard(
             response = extras.get(job.id, (None, None, None))[2]
             extras[job.id] = (result, named, response)
     if extras:
-        _extras_write(list(extras.values()))
+        extras_write(list(extras.values()))
     if calls:  # fault tests: die with the callbacks committed, none delivered yet
         transaction.on_commit(lambda: failpoint("callbacks_committed"))
     return len(calls)
@@ -179,7 +179,7 @@ def _callbacks_insert(
     return ids
 
 
-def _extras_write(
+def extras_write(
     rows: Sequence[tuple[Result, dict[str, Any] | None, dict[str, Any] | None]],
 ) -> None:
     """The parents' named callbacks and kept responses: one UPDATE by id and bucket."""

@@ -36,7 +36,7 @@ class Result:
     """The write-back of one job: its final status, or where it goes next."""
 
     job_id: UUID
-    status: str  # delivered | pending (retry or deferred) | dead | expired
+    status: str  # delivered | pending (retry or deferred) | dead | expired | fanned_out
     due_at: datetime
     bucket: datetime
     shard: int
@@ -68,7 +68,8 @@ WITH v (v_id, v_from_bucket, v_status, v_due_at, v_bucket, v_shard, v_error, v_t
 UPDATE scheduling_job AS j SET
     status = v.v_status, due_at = v.v_due_at, bucket = v.v_bucket, shard = v.v_shard,
     last_error = v.v_error, updated_at = %s, attempts = j.attempts + v.v_tried,
-    delivered_at = CASE WHEN v.v_status = 'delivered' THEN %s ELSE j.delivered_at END,
+    delivered_at = CASE WHEN v.v_status IN ('delivered', 'fanned_out') THEN %s
+        ELSE j.delivered_at END,
     last_attempt_at = CASE WHEN v.v_tried = 1 THEN v.v_started ELSE j.last_attempt_at END,
     last_attempt_ms = CASE WHEN v.v_tried = 1 THEN v.v_ms ELSE j.last_attempt_ms END,
     last_status_code = CASE WHEN v.v_tried = 1 THEN v.v_code ELSE j.last_status_code END

@@ -54,8 +54,8 @@ def _plain_job(item: Any, fields: Mapping[str, serializers.Field]) -> dict[str, 
         return None
     if not item.keys().isdisjoint(CONTRACT_FIELDS):
         return None  # the delivery contract: the serializer checks it
-    if ("handler" in item) == ("callback_url" in item):
-        return None
+    if ("handler" in item) == ("callback_url" in item) or "topic" in item:
+        return None  # no target, two, or a topic: the serializer says which
     out: dict[str, Any] = {}
     for name in item.keys() & _TEXT_FIELDS:
         text = _plain_text(item[name], fields[name])

@@ -15,6 +15,7 @@ from datetime import date, timedelta
 from django.conf import settings
 
 from scheduling.jobs.requests import MAX_HEADER_NAME_CHARS, REFUSED_HEADER_PREFIX, REFUSED_HEADERS
+from scheduling.topics.models import NAME_PATTERN
 
 # Text the database can store: PostgreSQL refuses NUL in text and jsonb.
 NO_NUL = "^[^\\u0000]*$"
@@ -29,6 +30,9 @@ CURSOR = "^[0-9]{1,17}\\.[0-9a-f]{32}$"
 # A flow-control key (scheduling.flow.services.key_validate): 1 to 100 characters, no
 # "/" (it is a path segment of /api/v1/flow-controls/{key}) and no NUL.
 FLOW_CONTROL_KEY = "^[^/\\u0000]{1,100}$"
+
+# A topic's name and an endpoint's id (scheduling.topics.services.name_validate).
+TOPIC_NAME = NAME_PATTERN
 
 # The flow-control list's cursor: the last key of the page, its UTF-8 bytes in hex.
 # Any value of this shape is a position (bytes that are no UTF-8 still compare).

@@ -63,7 +63,9 @@ _CONTENT_TYPE_NEEDS_PAYLOAD = {
     "if": {"required": ["content_type"], "properties": {"content_type": {"type": "string"}}},
     "then": {"required": ["format"], "properties": {"format": {"const": "payload"}}},
 }
-_ONE_TARGET = {"oneOf": [{"required": ["callback_url"]}, {"required": ["handler"]}]}
+_ONE_TARGET = {
+    "oneOf": [{"required": ["callback_url"]}, {"required": ["handler"]}, {"required": ["topic"]}]
+}
 
 
 def _request_bodies(schemas: dict[str, Any], due_at: str) -> None:
@@ -80,11 +82,15 @@ def _request_bodies(schemas: dict[str, Any], due_at: str) -> None:
                 prop["pattern"] = contract.DATETIME
         if "due_at" in props:
             props["due_at"]["pattern"] = due_at
+        if "url" in props:  # a topic endpoint's
+            props["url"]["pattern"] = url
         if "callback_url" in props:
             props["callback_url"]["pattern"] = url
         if "handler" in props:
             props["handler"]["enum"] = handlers.names()
             props["handler"].pop("pattern", None)
+        if "topic" in props:
+            props["topic"]["pattern"] = contract.TOPIC_NAME
         if "cron" in props:
             props["cron"]["pattern"] = contract.cron_pattern()
         if "payload" in props:
@@ -109,7 +115,10 @@ def _request_bodies(schemas: dict[str, Any], due_at: str) -> None:
 
 
 # Lists ordered by something else than (time, id) have cursors of their own shape.
-_CURSORS = {"flow_controls_list": contract.FLOW_CONTROL_CURSOR}
+_CURSORS = {
+    "flow_controls_list": contract.FLOW_CONTROL_CURSOR,
+    "topics_list": contract.FLOW_CONTROL_CURSOR,
+}
 
 
 def _query_parameters(paths: dict[str, Any]) -> None:

@@ -29,9 +29,11 @@ from scheduling.api.request_fields import (
 )
 from scheduling.jobs import requests as rq
 from scheduling.jobs.requests import request_public
+from scheduling.jobs.selectors import job_status_public, topic_deliveries
 from scheduling.jobs.specs import JobSpec
-from scheduling.models import Job, JobStatus, TargetKind
+from scheduling.models import TOPIC_NAME_PATTERN, Job, JobStatus, TargetKind
 from scheduling.sharding.clock import iso_utc
+from scheduling.topics.models import NAME_MAX_CHARS
 
 MAX_BULK_JOBS = 1000
 MAX_WINDOW_SECONDS = 86_400  # a day: wider windows are a different due time, not a window
@@ -105,6 +107,12 @@ class JobCreateSerializer(StrictSerializer, DeliveryContractFields):
     handler = StrictCharField(
         max_length=200, required=False, help_text="A registered handler name. Or callback_url."
     )
+    topic = StrictCharField(
+        max_length=NAME_MAX_CHARS,
+        required=False,
+        help_text="A topic of the team (PUT /api/v1/topics/{name}): at the due time each "
+        "endpoint enabled then gets a delivery of its own. Or callback_url, or handler.",
+    )
     idempotency_key = StrictCharField(
         max_length=255,
         required=False,
@@ -134,29 +142,47 @@ class JobCreateSerializer(StrictSerializer, DeliveryContractFields):
         return _not_null(value)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        given = [name for name in ("callback_url", "handler") if name in attrs]
+        given = [name for name in TARGET_FIELDS if name in attrs]
         if not given:
-            raise serializers.ValidationError("Give callback_url or handler.")
+            raise serializers.ValidationError("Give callback_url, handler or topic.")
         if len(given) > 1:
-            message = "Give only one of callback_url and handler."
+            message = "Give only one of callback_url, handler and topic."
             raise serializers.ValidationError({name: [message] for name in given})
         contract_cross_check(attrs)
         return attrs
 
+    def validate_topic(self, value: str) -> str:
+        if not re.match(TOPIC_NAME_PATTERN, value):
+            raise serializers.ValidationError(
+                f"A topic name is 1 to {NAME_MAX_CHARS} letters, digits, '.', '_' or '-'."
+            )
+        return value
+
+
+# The request fields that name a job's target, one of them given; by target kind.
+TARGET_FIELDS = ("callback_url", "handler", "topic")
+_KIND_OF_FIELD = {
+    "callback_url": TargetKind.WEBHOOK,
+    "handler": TargetKind.HANDLER,
+    "topic": TargetKind.TOPIC,
+}
+
 
 def target_field(data: Mapping[str, Any]) -> str:
-    """The request field that named the target: ``callback_url`` or ``handler``."""
-    return "handler" if "handler" in data else "callback_url"
+    """The request field that named the target: ``callback_url``, ``handler`` or ``topic``."""
+    if "handler" in data:
+        return "handler"
+    return "topic" if "topic" in data else "callback_url"
 
 
 def job_spec_from(data: Mapping[str, Any], trace_context: str | None = None) -> JobSpec:
     """Turn validated create data into the service's JobSpec; ``trace_context`` is the
     request's (``scheduling.tracing.context_of_request``)."""
-    is_handler = "handler" in data
+    name = target_field(data)
     return JobSpec(
         due_at=data["due_at"],
-        target_kind=TargetKind.HANDLER if is_handler else TargetKind.WEBHOOK,
-        target=data["handler"] if is_handler else data["callback_url"],
+        target_kind=_KIND_OF_FIELD[name],
+        target=data[name],
         payload=data.get("payload", {}),
         metadata=data.get("metadata", {}),
         idempotency_key=data.get("idempotency_key"),
@@ -238,6 +264,17 @@ class KeptResponseSerializer(serializers.Serializer):
     duration_ms = serializers.IntegerField(allow_null=True)
 
 
+class TopicDeliverySerializer(serializers.Serializer):
+    endpoint = serializers.CharField(help_text="The endpoint's id.")
+    job_id = serializers.UUIDField(help_text="The delivery's own job (GET /api/v1/jobs/{id}).")
+    status = serializers.ChoiceField(
+        choices=JobStatus.choices, allow_null=True, help_text="null: pruned by retention."
+    )
+    attempts = serializers.IntegerField()
+    last_error = serializers.CharField(allow_blank=True)
+    delivered_at = AwareDateTimeField(allow_null=True)
+
+
 class JobSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     status = serializers.ChoiceField(choices=JobStatus.choices)
@@ -247,6 +284,13 @@ class JobSerializer(serializers.Serializer):
     attempts = serializers.IntegerField()
     callback_url = serializers.SerializerMethodField()
     handler = serializers.SerializerMethodField()
+    topic = serializers.SerializerMethodField()
+    deliveries = TopicDeliverySerializer(
+        many=True,
+        allow_null=True,
+        help_text="A fanned-out topic job's delivery to each endpoint (null: none yet, or "
+        "not a topic job). The job reads delivered once every one is.",
+    )
     payload = serializers.JSONField()
     metadata = serializers.DictField(child=serializers.CharField())
     idempotency_key = serializers.CharField(allow_null=True)
@@ -287,7 +331,10 @@ class JobSerializer(serializers.Serializer):
     )
 
     def to_representation(self, instance: Job) -> dict[str, Any]:
-        return super().to_representation(ContractView(instance))
+        view = ContractView(instance)
+        view.deliveries = topic_deliveries(instance)
+        view.status = job_status_public(instance, view.deliveries)
+        return super().to_representation(view)
 
     @extend_schema_field({"type": ["string", "null"], "format": "uri"})
     def get_callback_url(self, job: Job) -> str | None:
@@ -296,6 +343,10 @@ class JobSerializer(serializers.Serializer):
     @extend_schema_field({"type": ["string", "null"]})
     def get_handler(self, job: Job) -> str | None:
         return job.target if job.target_kind == TargetKind.HANDLER else None
+
+    @extend_schema_field({"type": ["string", "null"]})
+    def get_topic(self, job: Job) -> str | None:
+        return job.target if job.target_kind == TargetKind.TOPIC else None
 
 
 def job_body(job: Job) -> dict[str, Any]:
@@ -307,15 +358,18 @@ def job_body(job: Job) -> dict[str, Any]:
     """
     target = job.target
     kind = job.target_kind
+    deliveries = None if kind != TargetKind.TOPIC else _deliveries_body(topic_deliveries(job))
     return {
         "id": str(job.id),
-        "status": str(job.status),
+        "status": str(job.status) if deliveries is None else job_status_public(job, deliveries),
         "due_at": iso_utc(job.due_at),
         "bucket": iso_utc(job.bucket),
         "shard": int(job.shard),
         "attempts": int(job.attempts),
         "callback_url": target if kind == TargetKind.WEBHOOK else None,
         "handler": target if kind == TargetKind.HANDLER else None,
+        "topic": target if kind == TargetKind.TOPIC else None,
+        "deliveries": deliveries,
         "payload": job.payload,
         "metadata": {
             str(key): None if value is None else str(value) for key, value in job.metadata.items()
@@ -333,6 +387,15 @@ def job_body(job: Job) -> dict[str, Any]:
         **request_public(job.request),
         "response": job.response,
     }
+
+
+def _deliveries_body(deliveries: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    if deliveries is None:
+        return None
+    return [
+        {**d, "delivered_at": None if d["delivered_at"] is None else iso_utc(d["delivered_at"])}
+        for d in deliveries
+    ]
 
 
 class JobSummarySerializer(serializers.Serializer):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from scheduling.api import flow_views, schedule_views, team_views, views
+from scheduling.api import flow_views, schedule_views, team_views, topic_views, views
 
 urlpatterns = [
     path("jobs", views.JobListCreateView.as_view(), name="jobs"),
@@ -51,5 +51,22 @@ urlpatterns = [
         "flow-controls/<str:key>/resume",
         flow_views.FlowControlResumeView.as_view(),
         name="flow-control-resume",
+    ),
+    path("topics", topic_views.TopicListView.as_view(), name="topics"),
+    path("topics/<str:name>", topic_views.TopicDetailView.as_view(), name="topic-detail"),
+    path(
+        "topics/<str:name>/endpoints/<str:endpoint>",
+        topic_views.TopicEndpointView.as_view(),
+        name="topic-endpoint",
+    ),
+    path(
+        "topics/<str:name>/endpoints/<str:endpoint>/disable",
+        topic_views.TopicEndpointDisableView.as_view(),
+        name="topic-endpoint-disable",
+    ),
+    path(
+        "topics/<str:name>/endpoints/<str:endpoint>/enable",
+        topic_views.TopicEndpointEnableView.as_view(),
+        name="topic-endpoint-enable",
     ),
 ]

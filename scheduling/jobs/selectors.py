@@ -11,7 +11,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.lookups import Exact
 
 from scheduling.errors import JobNotFound
-from scheduling.models import DeliveryAttempt, Job, JobStatus, Team
+from scheduling.models import DeliveryAttempt, Job, JobStatus, TargetKind, Team
 from scheduling.storage.jobread import job_row_get
 
 # The list's order: due time, then id so that ties have a stable place (cursors).
@@ -109,3 +109,43 @@ def job_list(
         due_at, job_id = after
         jobs = jobs.filter(Q(due_at__gt=due_at) | Q(due_at=due_at, id__gt=job_id))
     return jobs.order_by(*JOB_LIST_ORDER)
+
+
+# A fanned-out topic job's stored request names its children: endpoint id -> job id
+# (``polling.writing.fanout``).
+TOPIC_CHILDREN = "children"
+
+
+def topic_deliveries(job: Job) -> list[dict[str, object]] | None:
+    """Each endpoint's delivery of a fanned-out topic job, by endpoint id: its child job's
+    id, status, attempts, last error and delivery time (status None: the child is gone,
+    pruned by retention). None: not a topic job, or not fanned out yet. One query."""
+    if job.target_kind != TargetKind.TOPIC or job.status != JobStatus.FANNED_OUT:
+        return None
+    named = (job.request or {}).get(TOPIC_CHILDREN) or {}
+    rows = Job.objects.filter(team_id=job.team_id, id__in=list(named.values())).values_list(
+        "id", "status", "attempts", "last_error", "delivered_at"
+    )
+    found = {str(row[0]): row[1:] for row in rows}
+    out: list[dict[str, object]] = []
+    for endpoint, child in sorted(named.items()):
+        status, attempts, error, delivered_at = found.get(child, (None, 0, "", None))
+        out.append(
+            {
+                "endpoint": endpoint,
+                "job_id": child,
+                "status": status,
+                "attempts": attempts,
+                "last_error": error,
+                "delivered_at": delivered_at,
+            }
+        )
+    return out
+
+
+def job_status_public(job: Job, deliveries: list[dict[str, object]] | None) -> str:
+    """The status the API shows: a fanned-out topic job reads ``delivered`` once every
+    endpoint's delivery is."""
+    if deliveries and all(d["status"] == JobStatus.DELIVERED for d in deliveries):
+        return JobStatus.DELIVERED
+    return str(job.status)

@@ -18,9 +18,10 @@ from scheduling import conf, handlers, keys
 from scheduling.errors import InvalidDueTime, InvalidTarget, PayloadTooLarge, SchedulingError
 from scheduling.flow.services import key_validate
 from scheduling.jobs.requests import DeliveryRequest, RequestChecker, webhook_url_check
-from scheduling.models import TargetKind
+from scheduling.models import TOPIC_NAME_PATTERN, TargetKind
 
 _HANDLER_NAME = re.compile(handlers.HANDLER_NAME_PATTERN)
+_TOPIC_NAME = re.compile(TOPIC_NAME_PATTERN)
 # json.dumps builds an encoder per call when given options; this one is reused.
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
@@ -97,8 +98,15 @@ def _validate_target(target_kind: str, target: str) -> None:
                 f"unknown handler {target!r}; registered: {', '.join(handlers.names())}.",
                 field="target",
             )
+    elif target_kind == TargetKind.TOPIC:
+        # Not looked up: a topic may be made after its jobs (one missing at the due
+        # time ends the job dead, and its failure callback hears it).
+        if not isinstance(target, str) or not _TOPIC_NAME.match(target):
+            raise InvalidTarget("topic name is not valid.", field="target")
     else:
-        raise InvalidTarget("target kind must be 'webhook' or 'handler'.", field="target_kind")
+        raise InvalidTarget(
+            "target kind must be 'webhook', 'handler' or 'topic'.", field="target_kind"
+        )
 
 
 def validate_payload(payload: Any, limit: int | None = None) -> str:

@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 # One pruner at a time across pollers and the command (pg_try_advisory_xact_lock).
 PRUNE_LOCK_KEY = 0x5E6D_1A7E_0002
 BATCH_ROWS = 1000
-TERMINAL = (JobStatus.DELIVERED, JobStatus.CANCELED, JobStatus.EXPIRED)
+TERMINAL = (JobStatus.DELIVERED, JobStatus.CANCELED, JobStatus.EXPIRED, JobStatus.FANNED_OUT)
 
 
 @dataclass

@@ -129,7 +129,7 @@ def test_no_target_is_400(api) -> None:
     del body["handler"]
     response = api.post(URL, body, format="json")
     assert response.status_code == 400
-    assert "callback_url or handler" in error_of(response)["message"]
+    assert "callback_url, handler or topic" in error_of(response)["message"]
 
 
 @pytest.mark.parametrize(

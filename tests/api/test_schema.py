@@ -21,11 +21,13 @@ from hypothesis.stateful import run_state_machine_as_test
 from scheduling.api.flow_views import FLOW_KEY
 from scheduling.api.schedule_views import SCHEDULE_ID
 from scheduling.api.schema import JOB_ID
+from scheduling.api.topic_views import ENDPOINT, TOPIC
 from scheduling.flow.services import flow_limits_set
 from scheduling.jobs.services import job_schedule
 from scheduling.models import Job, Schedule
 from scheduling.schedules.services import ScheduleSpec, schedule_create
 from scheduling.sharding.clock import db_now
+from scheduling.topics.services import EndpointSpec, topic_put
 from tests.support.api import client_for
 
 pytestmark = pytest.mark.django_db
@@ -71,6 +73,15 @@ def test_schema_documents_every_endpoint_and_error(client) -> None:
         ("/api/v1/flow-controls/{key}", "delete"),
         ("/api/v1/flow-controls/{key}/pause", "post"),
         ("/api/v1/flow-controls/{key}/resume", "post"),
+        ("/api/v1/topics", "get"),
+        ("/api/v1/topics/{name}", "get"),
+        ("/api/v1/topics/{name}", "put"),
+        ("/api/v1/topics/{name}", "delete"),
+        ("/api/v1/topics/{name}/endpoints/{endpoint}", "get"),
+        ("/api/v1/topics/{name}/endpoints/{endpoint}", "put"),
+        ("/api/v1/topics/{name}/endpoints/{endpoint}", "delete"),
+        ("/api/v1/topics/{name}/endpoints/{endpoint}/disable", "post"),
+        ("/api/v1/topics/{name}/endpoints/{endpoint}/enable", "post"),
     }
     for (path, method), op in ops.items():
         assert {"400", "401", "414", "429"} <= set(op["responses"]), (path, method)
@@ -105,7 +116,11 @@ def test_schema_documents_every_endpoint_and_error(client) -> None:
             "jobs_requeue",
         }
     job = doc["components"]["schemas"]["JobCreateRequest"]
-    assert job["oneOf"] == [{"required": ["callback_url"]}, {"required": ["handler"]}]
+    assert job["oneOf"] == [
+        {"required": ["callback_url"]},
+        {"required": ["handler"]},
+        {"required": ["topic"]},
+    ]
     assert job["additionalProperties"] is False
     assert "null" not in str(job["properties"]["payload"]["anyOf"])
     request = doc["components"]["schemas"]["ScheduleCreateRequest"]
@@ -174,6 +189,12 @@ def bearer(team):
     Schedule.objects.filter(id=created.id).update(id=uuid.UUID(SCHEDULE_ID))
     # And the flow-control key (get, put, pause and resume reach 200).
     flow_limits_set(team=team, key=FLOW_KEY, rate=100, parallelism=10)
+    # And the topic and its endpoint (get, put, disable and enable reach 200).
+    topic_put(
+        team=team,
+        name=TOPIC,
+        endpoints=[EndpointSpec(name=ENDPOINT, url="https://billing.example.com/hooks")],
+    )
     _KEY["api_key"] = client_for(team).api_key
     yield _KEY["api_key"]
     _KEY.clear()
@@ -220,6 +241,8 @@ def map_body(ctx: object, body: object) -> object:
     8 KiB in all."""
     if isinstance(body, dict) and isinstance(body.get("jobs"), list):
         return {**body, "jobs": [_kept(job) for job in body["jobs"]]}
+    if isinstance(body, dict) and isinstance(body.get("endpoints"), dict):
+        return {**body, "endpoints": {k: _kept(v) for k, v in body["endpoints"].items()}}
     return _kept(body)
 
 

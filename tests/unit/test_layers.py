@@ -35,6 +35,7 @@ RANKS = {
         "flow": 2,
         "jobs": 3,
         "schedules": 4,
+        "topics": 4,
         "api": 5,
         "console": 5,
         "tasks": 5,

@@ -1,0 +1,161 @@
+"""Topic jobs fanned out: one child webhook job per endpoint, in the write-back's
+transaction (``polling.engine.pipeline.Pipeline.write_back``).
+
+A topic job's outcome is ``delivered`` at once (``polling.dispatch.topics``).
+``fanout_plan``, before the fenced write, reads the endpoints enabled now of the
+group's topics (one query) and turns each such result into ``fanned_out``, or
+``dead`` when its topic is gone or has no endpoint enabled (its failure callback
+hears that). ``fanout_write``, after it, inserts the children of the parents the
+write changed, due now in the open bucket, and names them on their parent
+(``request.children``: endpoint id -> job id), like callbacks: none is lost (a crash
+before the commit loses the parent's write too, and the parent is read again), none
+is doubled (a parent fenced out writes no child).
+
+Each child is an ordinary webhook job: the endpoint's URL, the parent's payload,
+metadata, expiry and trace context, the parent's request settings under the
+endpoint's, and the endpoint's delivery key as its flow-control key (paused while
+the endpoint is disabled). Its own attempts, retries, dead letter and callbacks follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from polling.dispatch.base import ClaimedJob
+from polling.writing.callbacks import extras_write
+from polling.writing.writeback import Result
+from scheduling import keys
+from scheduling.choices import EndpointState
+from scheduling.models import JobStatus, Team, TopicEndpoint
+from scheduling.sharding.buckets import shard_counts_record
+from scheduling.sharding.clock import open_bucket
+from scheduling.storage.jobinsert import JobBuilder, jobs_insert, new_job_ids
+from scheduling.topics.models import delivery_key
+
+TOPIC_OF = "topic_of"  # a child's stored request: its parent's id
+ENDPOINT = "endpoint"  # ... and its endpoint's id
+CHILDREN = "children"  # a parent's stored request: endpoint id -> child job id
+# The parent's request keys a child does not inherit.
+_NOT_INHERITED = frozenset({"callbacks", CHILDREN})
+
+
+@dataclass(frozen=True, slots=True)
+class _Endpoint:
+    name: str
+    url: str
+    request: dict[str, Any] | None
+    key: str
+
+
+@dataclass(slots=True)
+class FanOut:
+    """The group's topic parents to fan out, each with the endpoints enabled now."""
+
+    parents: list[tuple[ClaimedJob, Result, list[_Endpoint]]] = field(default_factory=list)
+
+
+def fanout_plan(*, jobs: Sequence[ClaimedJob], results: Sequence[Result]) -> FanOut | None:
+    """Mark the group's delivered topic jobs ``fanned_out`` (or ``dead``: no endpoint
+    enabled); return what ``fanout_write`` writes. None: no topic job (one pass)."""
+    topic_jobs = [job for job in jobs if job.target_kind == "topic"]
+    if not topic_jobs:
+        return None
+    by_id = {r.job_id: r for r in results}
+    due = [(job, by_id[job.id]) for job in topic_jobs if by_id[job.id].status == "delivered"]
+    if not due:
+        return None
+    endpoints = _endpoints_enabled({(job.team_id, job.target) for job, _ in due})
+    plan = FanOut()
+    for job, result in due:
+        enabled = endpoints.get((job.team_id, job.target))
+        if not enabled:
+            result.status = JobStatus.DEAD
+            result.last_error = f"topic {job.target!r} does not exist or has no endpoint enabled"
+            continue
+        result.status = JobStatus.FANNED_OUT
+        plan.parents.append((job, result, enabled))
+    return plan
+
+
+def fanout_write(plan: FanOut | None, *, written: Collection[UUID], now: datetime) -> int:
+    """Insert the children of the planned parents the fenced write changed, and name
+    them on their parents; return the children written. Call in the write-back's
+    transaction, after it."""
+    if plan is None:
+        return 0
+    parents = [(job, result, eps) for job, result, eps in plan.parents if job.id in written]
+    if not parents:
+        return 0
+    place = open_bucket(now)
+    count = shard_counts_record([place])[place]
+    ids = iter(new_job_ids(sum(len(eps) for _, _, eps in parents)))
+    builders: dict[int, JobBuilder] = {}
+    children = []
+    named = []
+    for job, result, endpoints in parents:
+        builder = builders.get(job.team_id)
+        if builder is None:
+            builder = builders[job.team_id] = JobBuilder(
+                team=Team(pk=job.team_id),
+                status=JobStatus.PENDING,
+                created_at=now,
+                updated_at=now,
+                idempotency_key=None,
+                request_fingerprint="",
+            )
+        inherited = {k: v for k, v in (job.request or {}).items() if k not in _NOT_INHERITED}
+        mine: dict[str, str] = {}
+        for endpoint in endpoints:
+            child_id = next(ids)
+            mine[endpoint.name] = str(child_id)
+            request = {
+                **inherited,
+                **(endpoint.request or {}),
+                TOPIC_OF: str(job.id),
+                ENDPOINT: endpoint.name,
+            }
+            children.append(
+                builder.build(
+                    {
+                        "id": child_id,
+                        "due_at": now,
+                        "bucket": place,
+                        "shard": keys.shard_of(child_id, count),
+                        "target_kind": "webhook",
+                        "target": endpoint.url,
+                        "payload": job.payload,
+                        "metadata": job.metadata,
+                        "expires_at": job.expires_at,
+                        "flow_control_key": endpoint.key,
+                        "request": request,
+                        "trace_context": job.trace_context,
+                    }
+                )
+            )
+        named.append((result, {**(job.request or {}), CHILDREN: mine}, None))
+    jobs_insert(children)
+    extras_write(named)
+    return len(children)
+
+
+def _endpoints_enabled(topics: set[tuple[int, str]]) -> dict[tuple[int, str], list[_Endpoint]]:
+    """The enabled endpoints of ``topics`` ((team id, name)), by topic: one query."""
+    rows = (
+        TopicEndpoint.objects.filter(
+            topic__team_id__in={team for team, _ in topics},
+            topic__name__in={name for _, name in topics},
+            state=EndpointState.ENABLED,
+        )
+        .order_by("topic_id", "name")
+        .values_list("topic__team_id", "topic__name", "name", "url", "request", "flow_control_key")
+    )
+    out: dict[tuple[int, str], list[_Endpoint]] = {}
+    for team_id, topic, name, url, request, own_key in rows:
+        if (team_id, topic) in topics:
+            endpoint = _Endpoint(name, url, request, delivery_key(topic, name, own_key))
+            out.setdefault((team_id, topic), []).append(endpoint)
+    return out

@@ -1,0 +1,196 @@
+"""Topics (issue 32): a job naming a topic is fanned out at its due time, one child job
+per endpoint enabled then, each delivered, retried and dead-lettered on its own."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from polling.dispatch.router import Router
+from polling.dispatch.webhook import WebhookSink
+from scheduling.api.serializers import job_body
+from scheduling.jobs.requests import DeliveryRequest, RetryPolicy
+from scheduling.jobs.services import job_cancel, job_reschedule, job_schedule
+from scheduling.models import Job
+from scheduling.topics.services import EndpointSpec, endpoint_state_set, topic_put
+from tests.integration.test_delivery_request import verified
+from tests.support.pollers import future_base, poller_build
+from tests.support.receiver import running_receiver
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _settings(settings):
+    settings.SENDLATER_CALLBACK_ALLOWLIST = ["127.0.0.1"]
+    settings.SENDLATER_BREAKER_FAILURES = 1000
+
+
+def topic_job(team, due, *, topic="orders", **request):
+    job, _ = job_schedule(
+        team=team,
+        due_at=due,
+        target_kind="topic",
+        target=topic,
+        payload={"order": 42},
+        metadata={"order": "o-42"},
+        request=DeliveryRequest(**request) if request else None,
+        now=due - timedelta(minutes=1),
+    )
+    return job
+
+
+def children_of(job) -> dict[str, Job]:
+    job.refresh_from_db()
+    named = (job.request or {}).get("children", {})
+    return {name: Job.objects.get(id=child) for name, child in named.items()}
+
+
+def by_endpoint(rx) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for received in rx.requests:
+        out.setdefault(received.path.split("e=")[-1], []).append(received)
+    return out
+
+
+def run(poller, base, seconds):
+    for step in seconds:
+        poller.iterate(now=base + timedelta(seconds=step))
+
+
+def test_each_endpoint_gets_its_own_delivery_and_one_failing_touches_no_other(team) -> None:
+    base = future_base()
+    with running_receiver() as rx:
+        topic_put(
+            team=team,
+            name="orders",
+            endpoints=[
+                EndpointSpec(name="billing", url=rx.url("/ok?e=billing")),
+                EndpointSpec(
+                    name="crm",
+                    url=rx.url("/ok?e=crm"),
+                    request=DeliveryRequest(headers={"Authorization": "Bearer crm"}),
+                ),
+                EndpointSpec(name="warehouse", url=rx.url("/fail?e=warehouse")),
+            ],
+        )
+        job = topic_job(team, base, retry=RetryPolicy(max_attempts=2, min_backoff_seconds=1))
+        sink = Router({"webhook": WebhookSink(concurrency=4)})
+        poller = poller_build(sink=sink)
+        run(poller, base, [1])  # the fan-out: three children, due now
+        children = children_of(job)
+        assert job.status == "fanned_out" and set(children) == {"billing", "crm", "warehouse"}
+        assert all(c.status == "pending" and c.target_kind == "webhook" for c in children.values())
+        run(poller, base, [2, 3])  # delivered, delivered, a retry
+        body = job_body(job)
+        assert body["status"] == "fanned_out" and body["topic"] == "orders"
+        states = {d["endpoint"]: (d["status"], d["attempts"]) for d in body["deliveries"]}
+        assert states == {
+            "billing": ("delivered", 1),
+            "crm": ("delivered", 1),
+            "warehouse": ("pending", 1),
+        }
+        run(poller, base, [30, 60, 120])  # the warehouse's second try: dead
+        sink.close()
+    children = children_of(job)
+    assert children["warehouse"].status == "dead" and children["warehouse"].attempts == 2
+    got = by_endpoint(rx)
+    # One delivery each to the healthy endpoints, however often the other failed.
+    assert len(got["billing"]) == 1 and len(got["crm"]) == 1 and len(got["warehouse"]) == 2
+    assert got["crm"][0].headers["authorization"] == "Bearer crm"
+    assert "authorization" not in got["billing"][0].headers
+    for name, received in got.items():
+        verified(team, received[0])
+        envelope = received[0].json()
+        assert envelope["payload"] == {"order": 42}
+        assert envelope["id"] == str(children[name].id)  # each its own job, its own id
+    body = job_body(job)
+    assert body["status"] == "fanned_out"
+    assert {d["endpoint"]: d["status"] for d in body["deliveries"]}["warehouse"] == "dead"
+
+
+def test_the_job_reads_delivered_once_every_endpoint_is(team) -> None:
+    base = future_base()
+    with running_receiver() as rx:
+        topic_put(
+            team=team,
+            name="orders",
+            endpoints=[EndpointSpec(name=n, url=rx.url(f"/ok?e={n}")) for n in ("a", "b")],
+        )
+        job = topic_job(team, base)
+        sink = Router({"webhook": WebhookSink(concurrency=2)})
+        poller = poller_build(sink=sink)
+        run(poller, base, [1, 2, 3])
+        sink.close()
+    job.refresh_from_db()
+    assert job.status == "fanned_out" and job.delivered_at is not None
+    assert job_body(job)["status"] == "delivered"
+    assert sorted(by_endpoint(rx)) == ["a", "b"]
+
+
+def test_a_disabled_endpoint_is_left_out_and_its_waiting_deliveries_wait(team) -> None:
+    base = future_base()
+    with running_receiver() as rx:
+        topic_put(
+            team=team,
+            name="orders",
+            endpoints=[EndpointSpec(name=n, url=rx.url(f"/ok?e={n}")) for n in ("a", "b", "c")],
+        )
+        endpoint_state_set(team=team, topic="orders", name="c", enabled=False, reason="down")
+        first = topic_job(team, base)
+        sink = Router({"webhook": WebhookSink(concurrency=2)})
+        poller = poller_build(sink=sink)
+        run(poller, base, [1])  # fanned out to a and b only
+        assert set(children_of(first)) == {"a", "b"}
+        # Disabled after the fan-out: its delivery is written and waits (a held key).
+        endpoint_state_set(team=team, topic="orders", name="b", enabled=False)
+        run(poller, base, [2, 3, 4])
+        waiting = children_of(first)["b"]
+        assert waiting.status == "pending" and waiting.attempts == 0
+        assert waiting.flow_control_key == "topic:orders:b"
+        assert sorted(by_endpoint(rx)) == ["a"]
+        endpoint_state_set(team=team, topic="orders", name="b", enabled=True)
+        run(poller, base, [5, 6, 7])
+        sink.close()
+    assert children_of(first)["b"].status == "delivered"
+    assert sorted(by_endpoint(rx)) == ["a", "b"]
+
+
+def test_cancel_and_reschedule_act_on_the_pending_topic_job_as_one(team) -> None:
+    base = future_base()
+    with running_receiver() as rx:
+        topic_put(
+            team=team,
+            name="orders",
+            endpoints=[EndpointSpec(name=n, url=rx.url(f"/ok?e={n}")) for n in ("a", "b")],
+        )
+        canceled = topic_job(team, base)
+        moved = topic_job(team, base)
+        job_cancel(team=team, job_id=canceled.id, now=base - timedelta(seconds=30))
+        job_reschedule(team=team, job_id=moved.id, due_at=base + timedelta(minutes=5), now=base)
+        sink = Router({"webhook": WebhookSink(concurrency=2)})
+        poller = poller_build(sink=sink)
+        run(poller, base, [1, 2])
+        assert rx.requests == []
+        canceled.refresh_from_db(), moved.refresh_from_db()
+        assert canceled.status == "canceled" and moved.status == "pending"
+        run(poller, base, [301, 302, 303])
+        sink.close()
+    assert children_of(canceled) == {}
+    assert {c.status for c in children_of(moved).values()} == {"delivered"}
+    assert sorted(by_endpoint(rx)) == ["a", "b"]
+
+
+def test_a_job_whose_topic_is_gone_ends_dead_and_its_failure_callback_hears_it(team) -> None:
+    base = future_base()
+    with running_receiver() as rx:
+        job = topic_job(team, base, topic="nobody", on_failure_url=rx.url("/ok?e=told"))
+        sink = Router({"webhook": WebhookSink(concurrency=2)})
+        poller = poller_build(sink=sink)
+        run(poller, base, [1, 2, 3])
+        sink.close()
+    job.refresh_from_db()
+    assert job.status == "dead" and "does not exist" in job.last_error
+    (told,) = by_endpoint(rx)["told"]
+    assert told.json()["type"] == "job.dead"
