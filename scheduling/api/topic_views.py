@@ -21,8 +21,8 @@ from scheduling.api.flow_serializers import FlowControlListQuerySerializer
 from scheduling.api.serializers import ErrorSerializer
 from scheduling.api.topic_serializers import (
     EndpointDisableSerializer,
-    EndpointSetSerializer,
     EndpointSerializer,
+    EndpointSetSerializer,
     TopicNameSerializer,
     TopicPageSerializer,
     TopicPutSerializer,
