@@ -95,10 +95,10 @@ def topic_put(*, team: Team, name: str, endpoints: Sequence[EndpointSpec]) -> tu
         raise InvalidTopic(f"at most {MAX_ENDPOINTS} endpoints", field="endpoints")
     checker = RequestChecker()
     seen: set[str] = set()
-    for index, spec in enumerate(endpoints):
-        endpoint_spec_validate(spec, field=f"endpoints[{index}]", checker=checker)
+    for spec in endpoints:
+        endpoint_spec_validate(spec, field=f"endpoints.{spec.name}", checker=checker)
         if spec.name in seen:
-            raise InvalidTopic(f"{spec.name!r} is given twice", field=f"endpoints[{index}].id")
+            raise InvalidTopic(f"{spec.name!r} is given twice", field=f"endpoints.{spec.name}")
         seen.add(spec.name)
     now = db_now()
     with transaction.atomic():

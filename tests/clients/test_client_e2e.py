@@ -18,12 +18,14 @@ from sendlater_client import (
     AuthenticationError,
     Client,
     Conflict,
+    Endpoint,
     FlowControl,
     JobRetry,
     NotFound,
     RateLimited,
     RetryPolicy,
     Schedule,
+    Topic,
     ValidationError,
 )
 
@@ -207,6 +209,33 @@ def test_flow_controls_and_keyed_jobs(server: str, api_key: str) -> None:
         with pytest.raises(ValidationError) as err:
             client.set_flow_control("partner", rate=0)
         assert "rate" in err.value.fields
+
+
+def test_topics_and_topic_jobs(server: str, api_key: str) -> None:
+    with Client(server, api_key, retry=FAST_RETRY) as client:
+        topic = client.set_topic(
+            "orders",
+            {
+                "billing": {"url": "https://billing.example.com/h", "headers": {"X-Key": "k"}},
+                "crm": {"url": "https://crm.example.com/h", "retry": JobRetry(max_attempts=2)},
+            },
+        )
+        assert isinstance(topic, Topic) and [e.id for e in topic.endpoints] == ["billing", "crm"]
+        assert topic.endpoints[0].delivery.headers == {"X-Key": "********"}
+        assert topic.endpoints[1].delivery.retry == JobRetry(max_attempts=2)
+        added = client.set_endpoint("orders", "warehouse", url="https://wh.example.com/h")
+        assert isinstance(added, Endpoint) and added.delivery_key == "topic:orders:warehouse"
+        off = client.disable_endpoint("orders", "warehouse", reason="maintenance")
+        assert off.state == "disabled" and off.disabled_reason == "maintenance"
+        assert client.enable_endpoint("orders", "warehouse").state == "enabled"
+        client.delete_endpoint("orders", "warehouse")
+        assert [e.id for e in client.get_topic("orders").endpoints] == ["billing", "crm"]
+        assert [t.name for t in client.list_topics(limit=1)] == ["orders"]
+        job = client.schedule(later(), topic="orders", payload={"n": 1})
+        assert job.topic == "orders" and job.deliveries is None and job.status == "pending"
+        client.delete_topic("orders")
+        with pytest.raises(NotFound):
+            client.get_topic("orders")
 
 
 def test_flow_control_calls_are_shaped_as_the_api_wants() -> None:

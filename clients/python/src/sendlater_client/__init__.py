@@ -17,6 +17,7 @@ from .models import (
     Attempt,
     Delivery,
     DeliveryFields,
+    Endpoint,
     FlowControl,
     Job,
     JobFields,
@@ -24,6 +25,8 @@ from .models import (
     KeptResponse,
     Schedule,
     TeamDefaults,
+    Topic,
+    TopicDelivery,
 )
 from .verify import verify
 
@@ -35,6 +38,7 @@ __all__ = [
     "Conflict",
     "Delivery",
     "DeliveryFields",
+    "Endpoint",
     "FlowControl",
     "InvalidSignature",
     "Job",
@@ -48,6 +52,8 @@ __all__ = [
     "SendlaterError",
     "ServiceUnavailable",
     "TeamDefaults",
+    "Topic",
+    "TopicDelivery",
     "TransportError",
     "ValidationError",
     "verify",

@@ -15,7 +15,17 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from .models import Attempt, FlowControl, Job, JobRetry, Schedule, TeamDefaults, format_dt
+from .models import (
+    Attempt,
+    Endpoint,
+    FlowControl,
+    Job,
+    JobRetry,
+    Schedule,
+    TeamDefaults,
+    Topic,
+    format_dt,
+)
 
 BULK_MAX_JOBS = 1000  # the API's limit per POST /api/v1/jobs/bulk
 # The delivery contract: what a job sends, how it retries, who hears its outcome.
@@ -34,6 +44,7 @@ JOB_FIELDS = (
     "due_at",
     "callback_url",
     "handler",
+    "topic",
     "payload",
     "metadata",
     "idempotency_key",
@@ -243,6 +254,81 @@ def flow_control_pause(key: str) -> Call:
 
 def flow_control_resume(key: str) -> Call:
     return Call("POST", f"{_flow_path(key)}/resume", FlowControl.from_json)
+
+
+# --- topics ----------------------------------------------------------------------
+
+# An endpoint's fields besides its id: its URL, what it sends, its key and its state.
+ENDPOINT_FIELDS = (
+    "url",
+    "method",
+    "headers",
+    "format",
+    "content_type",
+    "timeout_seconds",
+    "retry",
+    "flow_control_key",
+    "state",
+)
+
+
+def _endpoint_body(fields: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = set(fields) - set(ENDPOINT_FIELDS)
+    if unknown:
+        raise TypeError(f"unknown endpoint fields: {sorted(unknown)}")
+    body = {k: v for k, v in fields.items() if v is not None}
+    if isinstance(body.get("retry"), JobRetry):
+        body["retry"] = body["retry"].to_json()
+    return body
+
+
+def _topic_path(name: str, endpoint: str | None = None) -> str:
+    path = f"/api/v1/topics/{quote(name, safe='')}"
+    return path if endpoint is None else f"{path}/endpoints/{quote(endpoint, safe='')}"
+
+
+def topic_set(name: str, endpoints: Mapping[str, Mapping[str, Any]]) -> Call:
+    body = {"endpoints": {eid: _endpoint_body(e) for eid, e in endpoints.items()}}
+    return Call("PUT", _topic_path(name), Topic.from_json, json=body)
+
+
+def topic_get(name: str) -> Call:
+    return Call("GET", _topic_path(name), Topic.from_json)
+
+
+def topic_list_page(*, limit: int | None = None, cursor: str | None = None) -> Call:
+    params: list[tuple[str, str]] = []
+    if limit is not None:
+        params.append(("limit", str(limit)))
+    if cursor is not None:
+        params.append(("cursor", cursor))
+    return Call(
+        "GET",
+        "/api/v1/topics",
+        lambda data: ([Topic.from_json(t) for t in data["results"]], data.get("next_cursor")),
+        params=params,
+    )
+
+
+def topic_delete(name: str) -> Call:
+    return Call("DELETE", _topic_path(name), lambda data: None)
+
+
+def endpoint_set(name: str, endpoint: str, **fields: Any) -> Call:
+    return Call("PUT", _topic_path(name, endpoint), Endpoint.from_json, json=_endpoint_body(fields))
+
+
+def endpoint_delete(name: str, endpoint: str) -> Call:
+    return Call("DELETE", _topic_path(name, endpoint), lambda data: None)
+
+
+def endpoint_disable(name: str, endpoint: str, reason: str | None = None) -> Call:
+    body = {} if reason is None else {"reason": reason}
+    return Call("POST", f"{_topic_path(name, endpoint)}/disable", Endpoint.from_json, json=body)
+
+
+def endpoint_enable(name: str, endpoint: str) -> Call:
+    return Call("POST", f"{_topic_path(name, endpoint)}/enable", Endpoint.from_json)
 
 
 # --- recurring schedules -------------------------------------------------------

@@ -16,12 +16,14 @@ from ._retry import RETRY_STATUSES, RetryPolicy, retry_after_of
 from .errors import TransportError, error_for
 from .models import (
     Attempt,
+    Endpoint,
     FlowControl,
     Job,
     JobFields,
     JobRetry,
     Schedule,
     TeamDefaults,
+    Topic,
 )
 
 if TYPE_CHECKING:
@@ -164,6 +166,36 @@ class Client:
 
     def resume_flow_control(self, key: str) -> FlowControl:
         return self.request(_calls.flow_control_resume(key))
+
+    def set_topic(self, name: str, endpoints: Mapping[str, Mapping[str, Any]]) -> Topic:
+        """Create or replace a topic: endpoint id -> {"url": ..., "headers": ..., ...}."""
+        return self.request(_calls.topic_set(name, endpoints))
+
+    def get_topic(self, name: str) -> Topic:
+        return self.request(_calls.topic_get(name))
+
+    def list_topics(self, *, limit: int | None = None) -> Iterator[Topic]:
+        cursor = None
+        while True:
+            topics, cursor = self.request(_calls.topic_list_page(limit=limit, cursor=cursor))
+            yield from topics
+            if not cursor:
+                return
+
+    def delete_topic(self, name: str) -> None:
+        self.request(_calls.topic_delete(name))
+
+    def set_endpoint(self, topic: str, endpoint: str, **fields: Any) -> Endpoint:
+        return self.request(_calls.endpoint_set(topic, endpoint, **fields))
+
+    def delete_endpoint(self, topic: str, endpoint: str) -> None:
+        self.request(_calls.endpoint_delete(topic, endpoint))
+
+    def disable_endpoint(self, topic: str, endpoint: str, reason: str | None = None) -> Endpoint:
+        return self.request(_calls.endpoint_disable(topic, endpoint, reason))
+
+    def enable_endpoint(self, topic: str, endpoint: str) -> Endpoint:
+        return self.request(_calls.endpoint_enable(topic, endpoint))
 
     def create_schedule(
         self, *, cron: str | None = None, every_seconds: int | None = None, **fields: Any
@@ -335,6 +367,38 @@ class AsyncClient:
 
     async def resume_flow_control(self, key: str) -> FlowControl:
         return await self.request(_calls.flow_control_resume(key))
+
+    async def set_topic(self, name: str, endpoints: Mapping[str, Mapping[str, Any]]) -> Topic:
+        return await self.request(_calls.topic_set(name, endpoints))
+
+    async def get_topic(self, name: str) -> Topic:
+        return await self.request(_calls.topic_get(name))
+
+    async def list_topics(self, *, limit: int | None = None) -> AsyncIterator[Topic]:
+        cursor = None
+        while True:
+            topics, cursor = await self.request(_calls.topic_list_page(limit=limit, cursor=cursor))
+            for topic in topics:
+                yield topic
+            if not cursor:
+                return
+
+    async def delete_topic(self, name: str) -> None:
+        await self.request(_calls.topic_delete(name))
+
+    async def set_endpoint(self, topic: str, endpoint: str, **fields: Any) -> Endpoint:
+        return await self.request(_calls.endpoint_set(topic, endpoint, **fields))
+
+    async def delete_endpoint(self, topic: str, endpoint: str) -> None:
+        await self.request(_calls.endpoint_delete(topic, endpoint))
+
+    async def disable_endpoint(
+        self, topic: str, endpoint: str, reason: str | None = None
+    ) -> Endpoint:
+        return await self.request(_calls.endpoint_disable(topic, endpoint, reason))
+
+    async def enable_endpoint(self, topic: str, endpoint: str) -> Endpoint:
+        return await self.request(_calls.endpoint_enable(topic, endpoint))
 
     async def create_schedule(
         self, *, cron: str | None = None, every_seconds: int | None = None, **fields: Any

@@ -84,6 +84,7 @@ class JobFields(DeliveryFields, total=False):
 
     callback_url: str
     handler: str
+    topic: str  # one delivery per endpoint of the topic, at the due time
     payload: Any
     metadata: dict[str, str]
     idempotency_key: str
@@ -122,6 +123,29 @@ class Delivery:
 
 
 @dataclass(frozen=True)
+class TopicDelivery:
+    """A fanned-out topic job's delivery to one endpoint: a job of its own."""
+
+    endpoint: str
+    job_id: str
+    status: str | None  # None: pruned by retention
+    attempts: int = 0
+    last_error: str = ""
+    delivered_at: datetime | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TopicDelivery:
+        return cls(
+            endpoint=data["endpoint"],
+            job_id=data["job_id"],
+            status=data.get("status"),
+            attempts=data.get("attempts", 0),
+            last_error=data.get("last_error") or "",
+            delivered_at=parse_dt(data.get("delivered_at")),
+        )
+
+
+@dataclass(frozen=True)
 class Job:
     id: str
     status: str
@@ -131,6 +155,9 @@ class Job:
     attempts: int = 0
     callback_url: str | None = None
     handler: str | None = None
+    topic: str | None = None
+    # A fanned-out topic job's delivery to each endpoint (None: not fanned out).
+    deliveries: list[TopicDelivery] | None = None
     payload: Any = None
     metadata: dict[str, str] = field(default_factory=dict)
     idempotency_key: str | None = None
@@ -160,6 +187,10 @@ class Job:
             attempts=data.get("attempts", 0),
             callback_url=data.get("callback_url"),
             handler=data.get("handler"),
+            topic=data.get("topic"),
+            deliveries=None
+            if data.get("deliveries") is None
+            else [TopicDelivery.from_json(d) for d in data["deliveries"]],
             payload=data.get("payload"),
             metadata=data.get("metadata") or {},
             idempotency_key=data.get("idempotency_key"),
@@ -298,4 +329,56 @@ class TeamDefaults:
             retry=JobRetry.from_json(data.get("retry")),
             default_on_failure_url=data.get("default_on_failure_url"),
             service_retry=JobRetry.from_json(data.get("service_retry")),
+        )
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One endpoint of a topic; header values read masked."""
+
+    id: str
+    url: str
+    state: str = "enabled"  # or "disabled": its deliveries wait
+    flow_control_key: str | None = None
+    delivery_key: str = ""  # the flow-control key its deliveries carry
+    delivery: Delivery = field(default_factory=Delivery)
+    disabled_at: datetime | None = None
+    disabled_reason: str = ""
+    failing_since: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Endpoint:
+        return cls(
+            id=data["id"],
+            url=data["url"],
+            state=data.get("state", "enabled"),
+            flow_control_key=data.get("flow_control_key"),
+            delivery_key=data.get("delivery_key", ""),
+            delivery=Delivery.from_json(data),
+            disabled_at=parse_dt(data.get("disabled_at")),
+            disabled_reason=data.get("disabled_reason") or "",
+            failing_since=parse_dt(data.get("failing_since")),
+            created_at=parse_dt(data.get("created_at")),
+            updated_at=parse_dt(data.get("updated_at")),
+        )
+
+
+@dataclass(frozen=True)
+class Topic:
+    """A team's topic: a job naming it goes to each endpoint enabled at its due time."""
+
+    name: str
+    endpoints: list[Endpoint] = field(default_factory=list)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Topic:
+        return cls(
+            name=data["name"],
+            endpoints=[Endpoint.from_json(e) for e in data.get("endpoints", [])],
+            created_at=parse_dt(data.get("created_at")),
+            updated_at=parse_dt(data.get("updated_at")),
         )
