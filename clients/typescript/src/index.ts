@@ -22,6 +22,7 @@ export type {
   Payload,
   ScheduleChanges,
   ScheduleInput,
+  JobTarget,
   Target,
   TeamDefaultsInput,
 } from "./inputs.js";
@@ -43,6 +44,7 @@ export type {
   MissedPolicy,
   Schedule,
   TeamDefaults,
+  TopicDelivery,
 } from "./models.js";
 export { RETRY_STATUSES, RetryPolicy, type RetryOptions } from "./retry.js";
 export { TOLERANCE_SECONDS, verify, type VerifyOptions, type WebhookHeaders } from "./verify.js";

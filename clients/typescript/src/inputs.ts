@@ -15,6 +15,9 @@ export type Instant = Date | string;
 /** Exactly one target: a webhook URL or a registered in-process handler. */
 export type Target =
   { callbackUrl: string; handler?: never } | { handler: string; callbackUrl?: never };
+/** A job's target: a webhook URL, a handler, or a topic (one delivery per endpoint). */
+export type JobTarget =
+  (Target & { topic?: never }) | { topic: string; callbackUrl?: never; handler?: never };
 
 /** A retry policy: what it leaves out falls to the team's default, then the service's. */
 export interface JobRetryInput {
@@ -44,6 +47,7 @@ interface JobFields extends DeliveryInput {
   dueAt: Instant;
   callbackUrl?: string;
   handler?: string;
+  topic?: string;
   payload?: Payload;
   metadata?: Record<string, string>;
   /** Generated (`slc-<uuid>`) when absent, so a retried create never schedules twice. */
@@ -52,7 +56,7 @@ interface JobFields extends DeliveryInput {
   expiresAfterSeconds?: number | null;
   flowControlKey?: string | null;
 }
-export type JobInput = Omit<JobFields, "callbackUrl" | "handler"> & Target;
+export type JobInput = Omit<JobFields, "callbackUrl" | "handler" | "topic"> & JobTarget;
 
 interface ScheduleFields extends DeliveryInput {
   cron?: string;
@@ -136,6 +140,7 @@ const JOB_FIELDS = {
   dueAt: "due_at",
   callbackUrl: "callback_url",
   handler: "handler",
+  topic: "topic",
   payload: "payload",
   metadata: "metadata",
   idempotencyKey: "idempotency_key",

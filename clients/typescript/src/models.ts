@@ -39,6 +39,17 @@ export interface Delivery {
   captureResponse: boolean;
 }
 
+/** A fanned-out topic job's delivery to one endpoint: a job of its own. */
+export interface TopicDelivery {
+  endpoint: string;
+  jobId: string;
+  /** null: pruned by retention. */
+  status: JobStatus | null;
+  attempts: number;
+  lastError: string;
+  deliveredAt: Date | null;
+}
+
 export interface Job extends Delivery {
   id: string;
   status: JobStatus;
@@ -50,6 +61,9 @@ export interface Job extends Delivery {
   attempts: number;
   callbackUrl: string | null;
   handler: string | null;
+  topic: string | null;
+  /** Each endpoint's delivery of a fanned-out topic job (null: none yet, or no topic). */
+  deliveries: TopicDelivery[] | null;
   payload: unknown;
   metadata: Record<string, string>;
   idempotencyKey: string | null;
@@ -198,6 +212,18 @@ export function jobFromWire(w: Wire["Job"]): Job {
     attempts: w.attempts,
     callbackUrl: w.callback_url,
     handler: w.handler,
+    topic: w.topic,
+    deliveries:
+      w.deliveries === null
+        ? null
+        : w.deliveries.map((d) => ({
+            endpoint: d.endpoint,
+            jobId: d.job_id,
+            status: d.status,
+            attempts: d.attempts,
+            lastError: d.last_error,
+            deliveredAt: date(d.delivered_at),
+          })),
     payload: w.payload,
     metadata: w.metadata,
     idempotencyKey: w.idempotency_key,
