@@ -400,6 +400,13 @@ if SENDLATER_SCHEDULE_LEDGER_KEEP_SECONDS < 1 or SENDLATER_SCHEDULE_LEDGER_PRUNE
         "SENDLATER_SCHEDULE_LEDGER_KEEP_SECONDS must be at least 1 and "
         "SENDLATER_SCHEDULE_LEDGER_PRUNE_SECONDS at least 0."
     )
+# Topics: an endpoint whose deliveries have all failed for this long is disabled (its
+# deliveries wait until it is enabled again); the team's failure callback hears it.
+SENDLATER_TOPIC_DISABLE_AFTER_SECONDS = env.int(
+    "SENDLATER_TOPIC_DISABLE_AFTER_SECONDS", default=86_400
+)
+if SENDLATER_TOPIC_DISABLE_AFTER_SECONDS < 1:
+    raise ImproperlyConfigured("SENDLATER_TOPIC_DISABLE_AFTER_SECONDS must be at least 1.")
 # On SIGTERM a poller finishes its batch; past this it exits anyway (code 1).
 SENDLATER_SHUTDOWN_GRACE_SECONDS = env.float("SENDLATER_SHUTDOWN_GRACE_SECONDS", default=30)
 # Sinks by target kind: dotted path of a class taking (concurrency=...).

@@ -31,6 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from uuid import UUID
 
 from polling import conf, metrics
 from polling.common.failpoints import failpoint
@@ -45,6 +46,7 @@ from polling.reading.cursors import ReadCursors
 from polling.writing import writeback
 from polling.writing.attempts import attempts_record
 from polling.writing.callbacks import outcomes_heard
+from polling.writing.endpoint_health import endpoints_health
 from polling.writing.fanout import fanout_plan, fanout_write
 from polling.writing.retries import results_build
 
@@ -381,6 +383,7 @@ class Pipeline:
             spans.batch_close(span, jobs, expired)
         metrics.WRITEBACK_GROUP.observe(len(results))
         writeback.outcomes_export(results, written, now)
+        self._endpoints_health(jobs, results, written, now)
         if len(written) == len(results):
             return set()
         lost = {job.shard for job in (*jobs, *expired) if job.id not in written}
@@ -394,6 +397,20 @@ class Pipeline:
             extra={"shards": sorted(lost)},
         )
         return lost
+
+    def _endpoints_health(
+        self,
+        jobs: list[ClaimedJob],
+        results: list[writeback.Result],
+        written: set[UUID],
+        now: datetime,
+    ) -> None:
+        """Topic endpoints' health, after the commit: a failure here is logged, and the
+        next delivery to the endpoint records it again."""
+        try:
+            endpoints_health(jobs=jobs, results=results, written=written, now=now)
+        except Exception:
+            logger.exception("poller %s: recording topic endpoints' health failed", self.owner)
 
     def _batches_done(self, *groups: Sequence[ClaimedJob]) -> set[int]:
         """Count ``groups``' jobs off their batches; return the batches now all written."""

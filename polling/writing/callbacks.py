@@ -72,7 +72,7 @@ def outcomes_heard(
         return 0
     by_id = {job.id: job for job in (*jobs, *expired)}
     heard = {o.job_id: o for o in outcomes}
-    failure_urls = _team_failure_urls(
+    failure_urls = team_failure_urls(
         {by_id[r.job_id].team_id for r in finals if r.status != "delivered"}
     )
     calls: list[tuple[ClaimedJob, Result, str, dict[str, Any]]] = []
@@ -106,7 +106,7 @@ def outcomes_heard(
     return len(calls)
 
 
-def _team_failure_urls(team_ids: set[int]) -> dict[int, str]:
+def team_failure_urls(team_ids: set[int]) -> dict[int, str]:
     if not team_ids:
         return {}
     rows = Team.objects.filter(id__in=team_ids).exclude(default_on_failure_url="")
@@ -144,16 +144,26 @@ def _callbacks_insert(
     calls: Sequence[tuple[ClaimedJob, Result, str, dict[str, Any]]], now: datetime
 ) -> list[UUID]:
     """The callback jobs, due now in the open bucket, one COPY (or INSERT) for all."""
+    return events_insert(
+        [(job.team_id, str(job.id), url, event) for job, _, url, event in calls], now
+    )
+
+
+def events_insert(
+    events: Sequence[tuple[int, str, str, dict[str, Any]]], now: datetime
+) -> list[UUID]:
+    """Event jobs (team id, what the event is about, URL, the event): signed webhooks of
+    the event alone, due now in the open bucket, never called back; one COPY for all."""
     place = open_bucket(now)
     counts = shard_counts_record([place])
-    ids = new_job_ids(len(calls))
+    ids = new_job_ids(len(events))
     builders: dict[int, JobBuilder] = {}
     jobs = []
-    for (job, _result, url, event), callback_id in zip(calls, ids, strict=True):
-        builder = builders.get(job.team_id)
+    for (team_id, about, url, event), callback_id in zip(events, ids, strict=True):
+        builder = builders.get(team_id)
         if builder is None:
-            builder = builders[job.team_id] = JobBuilder(
-                team=Team(pk=job.team_id),
+            builder = builders[team_id] = JobBuilder(
+                team=Team(pk=team_id),
                 status=JobStatus.PENDING,
                 created_at=now,
                 updated_at=now,
@@ -170,8 +180,8 @@ def _callbacks_insert(
                     "target_kind": "webhook",
                     "target": url,
                     "payload": event,
-                    "metadata": {CALLBACK_OF: str(job.id), "event": event["type"]},
-                    "request": {"format": "payload", CALLBACK_OF: str(job.id)},
+                    "metadata": {CALLBACK_OF: about, "event": event["type"]},
+                    "request": {"format": "payload", CALLBACK_OF: about},
                 }
             )
         )

@@ -37,6 +37,7 @@ from scheduling.storage.jobinsert import JobBuilder, jobs_insert, new_job_ids
 from scheduling.topics.models import delivery_key
 
 TOPIC_OF = "topic_of"  # a child's stored request: its parent's id
+TOPIC = "topic"  # ... its topic's name
 ENDPOINT = "endpoint"  # ... and its endpoint's id
 CHILDREN = "children"  # a parent's stored request: endpoint id -> child job id
 # The parent's request keys a child does not inherit.
@@ -116,6 +117,7 @@ def fanout_write(plan: FanOut | None, *, written: Collection[UUID], now: datetim
                 **inherited,
                 **(endpoint.request or {}),
                 TOPIC_OF: str(job.id),
+                TOPIC: job.target,
                 ENDPOINT: endpoint.name,
             }
             children.append(

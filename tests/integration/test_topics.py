@@ -194,3 +194,41 @@ def test_a_job_whose_topic_is_gone_ends_dead_and_its_failure_callback_hears_it(t
     assert job.status == "dead" and "does not exist" in job.last_error
     (told,) = by_endpoint(rx)["told"]
     assert told.json()["type"] == "job.dead"
+
+
+def test_an_endpoint_failing_for_too_long_is_disabled_and_the_team_is_told(team, settings) -> None:
+    from scheduling.jobs.team_defaults import team_defaults_set
+    from scheduling.models import TopicEndpoint
+
+    settings.SENDLATER_TOPIC_DISABLE_AFTER_SECONDS = 60
+    base = future_base()
+    with running_receiver() as rx:
+        team_defaults_set(team=team, default_on_failure_url=rx.url("/ok?e=told"))
+        topic_put(
+            team=team,
+            name="orders",
+            endpoints=[
+                EndpointSpec(name="good", url=rx.url("/ok?e=good")),
+                EndpointSpec(name="bad", url=rx.url("/fail?e=bad")),
+            ],
+        )
+        job = topic_job(team, base, retry=RetryPolicy(max_attempts=10, min_backoff_seconds=30))
+        sink = Router({"webhook": WebhookSink(concurrency=2)})
+        poller = poller_build(sink=sink)
+        run(poller, base, [1, 2])  # fanned out; bad fails once: failing since then
+        bad = TopicEndpoint.objects.get(name="bad")
+        assert bad.state == "enabled" and bad.failing_since is not None
+        assert TopicEndpoint.objects.get(name="good").failing_since is None
+        run(poller, base, [40, 41, 100, 101, 200, 201])  # still failing past a minute
+        bad.refresh_from_db()
+        assert bad.state == "disabled" and "every delivery failed" in bad.disabled_reason
+        tries = len(by_endpoint(rx)["bad"])
+        run(poller, base, [400, 401, 402, 600, 601, 602])  # its delivery waits now
+        sink.close()
+    got = by_endpoint(rx)
+    assert len(got["bad"]) == tries and len(got["good"]) == 1
+    (told,) = got["told"]
+    event = told.json()
+    assert event["type"] == "endpoint.disabled"
+    assert (event["topic"], event["endpoint"]) == ("orders", "bad")
+    assert children_of(job)["bad"].status == "pending"

@@ -1,0 +1,130 @@
+"""Topic endpoints that keep failing are disabled, not hammered (docs/delivery.md, "Topics").
+
+After a group's write-back commits, its topic deliveries (child jobs of a fan-out,
+``polling.writing.fanout``) tell their endpoints' health: a delivered one clears the
+endpoint's ``failing_since``, a failed attempt (a retry or a dead letter) sets it if
+unset. An enabled endpoint whose deliveries have all failed since longer than
+SENDLATER_TOPIC_DISABLE_AFTER_SECONDS (default a day) is disabled: its delivery key
+is paused, so its waiting deliveries stay pending (expiry still applies) until it is
+enabled again, and the team's ``default_on_failure_url``, when set, hears an
+``endpoint.disabled`` event, written in the transaction that disables it.
+
+Its own small transaction, after the write-back's: the endpoint's state is not part
+of any job's outcome, and a crash between the two only delays the disabling to the
+next failure. Groups without topic deliveries cost one pass and no query.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta
+from functools import reduce
+from operator import or_
+from uuid import UUID
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+
+from polling.dispatch.base import ClaimedJob
+from polling.writing.callbacks import events_insert, team_failure_urls
+from polling.writing.fanout import ENDPOINT, TOPIC, TOPIC_OF
+from polling.writing.writeback import Result
+from scheduling.choices import EndpointState
+from scheduling.models import Team, TopicEndpoint
+from scheduling.sharding.clock import iso_utc
+from scheduling.topics.services import endpoint_state_set
+
+logger = logging.getLogger(__name__)
+
+EVENT = "endpoint.disabled"
+_Endpoint = tuple[int, str, str]  # team id, topic, endpoint id
+
+
+def endpoints_health(
+    *,
+    jobs: Sequence[ClaimedJob],
+    results: Sequence[Result],
+    written: Collection[UUID],
+    now: datetime,
+) -> int:
+    """Record the written group's topic deliveries on their endpoints; disable those
+    failing for too long. Returns how many were disabled. Call after the write-back."""
+    if not any(job.request is not None and TOPIC_OF in job.request for job in jobs):
+        return 0
+    by_id = {job.id: job for job in jobs}
+    ok: set[_Endpoint] = set()
+    failed: set[_Endpoint] = set()
+    for result in results:
+        job = by_id.get(result.job_id)
+        if job is None or not job.request or TOPIC_OF not in job.request:
+            continue
+        if result.job_id not in written:
+            continue
+        endpoint = (job.team_id, job.request[TOPIC], job.request[ENDPOINT])
+        if result.status == "delivered":
+            ok.add(endpoint)
+        elif result.counted and result.status in ("pending", "dead"):
+            failed.add(endpoint)
+    failed -= ok  # one went through: the endpoint is not all failing
+    if ok:
+        TopicEndpoint.objects.filter(_matching(ok), failing_since__isnull=False).update(
+            failing_since=None
+        )
+    if not failed:
+        return 0
+    TopicEndpoint.objects.filter(
+        _matching(failed), failing_since__isnull=True, state=EndpointState.ENABLED
+    ).update(failing_since=now)
+    limit = now - timedelta(seconds=settings.SENDLATER_TOPIC_DISABLE_AFTER_SECONDS)
+    doomed = (
+        TopicEndpoint.objects.filter(
+            _matching(failed), failing_since__lte=limit, state=EndpointState.ENABLED
+        )
+        .select_related("topic")
+        .order_by("id")
+    )
+    return sum(_disable(endpoint, now) for endpoint in doomed)
+
+
+def _matching(endpoints: set[_Endpoint]) -> Q:
+    return reduce(
+        or_,
+        (Q(topic__team_id=t, topic__name=topic, name=name) for t, topic, name in endpoints),
+    )
+
+
+def _disable(endpoint: TopicEndpoint, now: datetime) -> int:
+    topic = endpoint.topic
+    since = endpoint.failing_since
+    assert since is not None
+    reason = f"every delivery failed since {iso_utc(since)}"
+    with transaction.atomic():
+        endpoint_state_set(
+            team=Team(pk=topic.team_id),
+            topic=topic.name,
+            name=endpoint.name,
+            enabled=False,
+            reason=reason,
+        )
+        url = team_failure_urls({topic.team_id}).get(topic.team_id)
+        if url:
+            event = {
+                "type": EVENT,
+                "topic": topic.name,
+                "endpoint": endpoint.name,
+                "url": endpoint.url,
+                "failing_since": iso_utc(since),
+                "disabled_at": iso_utc(now),
+                "reason": reason,
+            }
+            events_insert([(topic.team_id, f"{topic.name}/{endpoint.name}", url, event)], now)
+    logger.warning(
+        "topic %s: endpoint %s disabled (%s)",
+        topic.name,
+        endpoint.name,
+        reason,
+        extra={"team": topic.team_id, "topic": topic.name, "endpoint": endpoint.name},
+    )
+    return 1
