@@ -9,6 +9,7 @@ SCHEDULE_CUTOVER = "polling.schedule_cutover"
 VIEW_CONSOLE = "polling.view_shardlease"
 # Flow control is the scheduling app's: its model's change permission, as for schedules.
 PAUSE_FLOWS = "scheduling.change_flowcontrol"
+CHANGE_ENDPOINTS = "scheduling.change_topicendpoint"
 
 
 def can_move(user: Any) -> bool:
@@ -23,6 +24,11 @@ def can_cutover(user: Any) -> bool:
 def can_pause_flows(user: Any) -> bool:
     """Pause and resume a team's flow-control key from the console."""
     return bool(user.is_active and user.has_perm(PAUSE_FLOWS))
+
+
+def can_change_endpoints(user: Any) -> bool:
+    """Enable and disable a team's topic endpoint from the console."""
+    return bool(user.is_active and user.has_perm(CHANGE_ENDPOINTS))
 
 
 def can_view(user: Any) -> bool:

@@ -6,6 +6,9 @@ from django.db.models import Prefetch
 
 from scheduling.topics.models import Topic, TopicEndpoint
 
+# A topic's endpoints in id order, fetched with a page of topics.
+ENDPOINTS_BY_NAME = Prefetch("endpoints", queryset=TopicEndpoint.objects.order_by("name"))
+
 
 def topic_list(
     *, team_id: int | None = None, after: str | None = None, limit: int | None = None
@@ -14,7 +17,7 @@ def topic_list(
     with them; ``after`` (a name) and ``limit`` page through them."""
     topics = (
         Topic.objects.select_related("team")
-        .prefetch_related(Prefetch("endpoints", queryset=TopicEndpoint.objects.order_by("name")))
+        .prefetch_related(ENDPOINTS_BY_NAME)
         .order_by("team_id", "name")
     )
     if team_id is not None:
