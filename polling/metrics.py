@@ -58,3 +58,10 @@ FLOW_HELD = Gauge(
     "sendlater_poller_flow_held_keys",
     "Flow-control keys this poller holds back (over their limits or paused).",
 )
+TOPIC_DELIVERIES = Counter(
+    "sendlater_topic_deliveries_total",
+    "Outcomes of topic deliveries written back, by team id, topic and result (delivered, "
+    "retry, dead); the first SENDLATER_METRICS_FLOW_KEYS topics a poller meets get series "
+    'of their own, the rest count as team="", topic="_other".',
+    ["team", "topic", "result"],
+)

@@ -9,6 +9,9 @@ is paused, so its waiting deliveries stay pending (expiry still applies) until i
 enabled again, and the team's ``default_on_failure_url``, when set, hears an
 ``endpoint.disabled`` event, written in the transaction that disables it.
 
+Each written topic delivery also counts in ``sendlater_topic_deliveries_total`` (team,
+topic, result), bounded as the flow keys' series are (SENDLATER_METRICS_FLOW_KEYS).
+
 Its own small transaction, after the write-back's: the endpoint's state is not part
 of any job's outcome, and a crash between the two only delays the disabling to the
 next failure. Groups without topic deliveries cost one pass and no query.
@@ -17,6 +20,7 @@ next failure. Groups without topic deliveries cost one pass and no query.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from functools import reduce
@@ -27,6 +31,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
+from polling import metrics
 from polling.dispatch.base import ClaimedJob
 from polling.writing.callbacks import events_insert, team_failure_urls
 from polling.writing.fanout import ENDPOINT, TOPIC, TOPIC_OF
@@ -52,10 +57,11 @@ def endpoints_health(
     """Record the written group's topic deliveries on their endpoints; disable those
     failing for too long. Returns how many were disabled. Call after the write-back."""
     if not any(job.request is not None and TOPIC_OF in job.request for job in jobs):
-        return 0
+        return 0  # the common group: no topic delivery
     by_id = {job.id: job for job in jobs}
     ok: set[_Endpoint] = set()
     failed: set[_Endpoint] = set()
+    counts: Counter[tuple[int, str, str]] = Counter()
     for result in results:
         job = by_id.get(result.job_id)
         if job is None or not job.request or TOPIC_OF not in job.request:
@@ -65,8 +71,11 @@ def endpoints_health(
         endpoint = (job.team_id, job.request[TOPIC], job.request[ENDPOINT])
         if result.status == "delivered":
             ok.add(endpoint)
+            counts[job.team_id, endpoint[1], "delivered"] += 1
         elif result.counted and result.status in ("pending", "dead"):
             failed.add(endpoint)
+            counts[job.team_id, endpoint[1], "retry" if result.status == "pending" else "dead"] += 1
+    _export(counts)
     failed -= ok  # one went through: the endpoint is not all failing
     if ok:
         TopicEndpoint.objects.filter(_matching(ok), failing_since__isnull=False).update(
@@ -86,6 +95,24 @@ def endpoints_health(
         .order_by("id")
     )
     return sum(_disable(endpoint, now) for endpoint in doomed)
+
+
+# The (team, topic) label pairs this process exports on their own: the first it meets,
+# at most SENDLATER_METRICS_FLOW_KEYS; later ones count as topic="_other".
+_LABELLED: set[tuple[str, str]] = set()
+OTHER_TOPIC = "_other"
+
+
+def _export(counts: Counter[tuple[int, str, str]]) -> None:
+    limit = max(0, int(settings.SENDLATER_METRICS_FLOW_KEYS))
+    for (team_id, topic, result), n in counts.items():
+        pair = (str(team_id), topic)
+        if pair not in _LABELLED:
+            if len(_LABELLED) >= limit:
+                pair = ("", OTHER_TOPIC)
+            else:
+                _LABELLED.add(pair)
+        metrics.TOPIC_DELIVERIES.labels(*pair, result).inc(n)
 
 
 def _matching(endpoints: set[_Endpoint]) -> Q:

@@ -232,3 +232,36 @@ def test_an_endpoint_failing_for_too_long_is_disabled_and_the_team_is_told(team,
     assert event["type"] == "endpoint.disabled"
     assert (event["topic"], event["endpoint"]) == ("orders", "bad")
     assert children_of(job)["bad"].status == "pending"
+
+
+def test_topic_deliveries_are_counted_by_topic_with_bounded_labels(team, settings) -> None:
+    from polling import metrics
+    from polling.writing import endpoint_health
+
+    settings.SENDLATER_METRICS_FLOW_KEYS = 1
+    endpoint_health._LABELLED.clear()
+    base = future_base()
+
+    def count(topic: str, result: str, team_label: str | None = None) -> float:
+        labels = (str(team.pk) if team_label is None else team_label, topic, result)
+        return metrics.TOPIC_DELIVERIES.labels(*labels)._value.get()
+
+    def labelled() -> float:
+        return count("first", "delivered") + count("second", "delivered")
+
+    before = labelled(), count("_other", "delivered", "")
+    with running_receiver() as rx:
+        for name in ("first", "second"):
+            topic_put(
+                team=team,
+                name=name,
+                endpoints=[EndpointSpec(name=n, url=rx.url(f"/ok?e={n}")) for n in ("a", "b")],
+            )
+            topic_job(team, base, topic=name)
+        sink = Router({"webhook": WebhookSink(concurrency=2)})
+        poller = poller_build(sink=sink)
+        run(poller, base, [1, 2, 3])
+        sink.close()
+    # One topic has series of its own (the first met); the other counts as _other.
+    assert labelled() - before[0] == 2
+    assert count("_other", "delivered", "") - before[1] == 2
