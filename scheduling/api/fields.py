@@ -14,6 +14,7 @@ from scheduling import conf, netguard
 from scheduling.api import contract
 from scheduling.flow.services import KEY_FORBIDDEN_CHARS, KEY_MAX_CHARS
 from scheduling.sharding.clock import iso_utc
+from scheduling.topics.models import NAME_MAX_CHARS
 
 
 class StrictCharField(serializers.CharField):
@@ -54,6 +55,22 @@ class FlowControlKeyField(StrictCharField):
         if any(char in key for char in KEY_FORBIDDEN_CHARS):
             raise serializers.ValidationError("Must not contain '/' or NUL characters.")
         return key
+
+
+class TopicNameField(StrictCharField):
+    """A topic's name or an endpoint's id (``contract.TOPIC_NAME``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", NAME_MAX_CHARS)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        name = super().to_internal_value(data)
+        if not re.match(contract.TOPIC_NAME, name):
+            raise serializers.ValidationError(
+                f"1 to {NAME_MAX_CHARS} letters, digits, '.', '_' or '-'."
+            )
+        return name
 
 
 class AwareDateTimeField(serializers.DateTimeField):

@@ -18,6 +18,7 @@ from scheduling.api.fields import (
     FlowControlKeyField,
     StrictCharField,
     StrictIntegerField,
+    TopicNameField,
 )
 from scheduling.api.request_fields import (
     CONTRACT_FIELDS,
@@ -29,11 +30,14 @@ from scheduling.api.request_fields import (
 )
 from scheduling.api.serializers import (
     MAX_WINDOW_SECONDS,
+    TARGET_FIELDS,
     MetadataField,
     QuerySerializer,
     StrictSerializer,
     cursor_checked,
     target_field,
+    target_of,
+    targets_check,
 )
 from scheduling.jobs import requests as rq
 from scheduling.models import MissedPolicy, Schedule, TargetKind
@@ -97,6 +101,11 @@ class _ScheduleFields(StrictSerializer, DeliveryContractFields):
     handler = StrictCharField(
         max_length=200, required=False, help_text="A registered handler name. Or callback_url."
     )
+    topic = TopicNameField(
+        required=False,
+        help_text="A topic of the team: each occurrence goes to every endpoint enabled at "
+        "its due time. Or callback_url, or handler.",
+    )
     payload = serializers.JSONField(
         required=False, help_text="Any JSON value but null; each occurrence delivers it."
     )
@@ -136,12 +145,7 @@ class _ScheduleFields(StrictSerializer, DeliveryContractFields):
     )
 
     def _check_target(self, attrs: dict[str, Any], required: bool) -> None:
-        given = [name for name in ("callback_url", "handler") if name in attrs]
-        if required and not given:
-            raise serializers.ValidationError("Give callback_url or handler.")
-        if len(given) > 1:
-            message = "Give only one of callback_url and handler."
-            raise serializers.ValidationError({name: [message] for name in given})
+        targets_check(attrs, required=required)
         contract_cross_check(attrs)
 
     def validate_payload(self, value: Any) -> Any:
@@ -193,11 +197,8 @@ class ScheduleUpdateSerializer(_ScheduleFields):
 
 
 def _target(data: Mapping[str, Any]) -> dict[str, Any]:
-    if "handler" in data:
-        return {"target_kind": TargetKind.HANDLER, "target": data["handler"]}
-    if "callback_url" in data:
-        return {"target_kind": TargetKind.WEBHOOK, "target": data["callback_url"]}
-    return {}
+    given = target_of(data)
+    return {} if given is None else {"target_kind": given[0], "target": given[1]}
 
 
 def schedule_spec_from(data: Mapping[str, Any], trace_context: str | None = None) -> ScheduleSpec:
@@ -225,9 +226,7 @@ def schedule_spec_from(data: Mapping[str, Any], trace_context: str | None = None
 
 def schedule_changes_from(data: Mapping[str, Any]) -> dict[str, Any]:
     """Validated PATCH data -> the service's ``changes``."""
-    changes = {
-        k: v for k, v in data.items() if k not in ("callback_url", "handler", *CONTRACT_FIELDS)
-    }
+    changes = {k: v for k, v in data.items() if k not in (*TARGET_FIELDS, *CONTRACT_FIELDS)}
     changes.update(_target(data))
     contract = {name: data[name] for name in CONTRACT_FIELDS if name in data}
     if contract:
@@ -242,6 +241,7 @@ class ScheduleSerializer(serializers.Serializer):
     timezone = serializers.CharField()
     callback_url = serializers.SerializerMethodField()
     handler = serializers.SerializerMethodField()
+    topic = serializers.SerializerMethodField()
     payload = serializers.JSONField()
     metadata = serializers.DictField(child=serializers.CharField())
     window_seconds = serializers.IntegerField()
@@ -280,6 +280,10 @@ class ScheduleSerializer(serializers.Serializer):
     @extend_schema_field({"type": ["string", "null"]})
     def get_handler(self, schedule: Schedule) -> str | None:
         return schedule.target if schedule.target_kind == TargetKind.HANDLER else None
+
+    @extend_schema_field({"type": ["string", "null"]})
+    def get_topic(self, schedule: Schedule) -> str | None:
+        return schedule.target if schedule.target_kind == TargetKind.TOPIC else None
 
 
 class SchedulePageSerializer(serializers.Serializer):

@@ -262,7 +262,13 @@ SCHEDULE_LINKS = {
 _ONE_OF = {
     "allOf": [
         {"oneOf": [{"required": ["cron"]}, {"required": ["every_seconds"]}]},
-        {"oneOf": [{"required": ["callback_url"]}, {"required": ["handler"]}]},
+        {
+            "oneOf": [
+                {"required": ["callback_url"]},
+                {"required": ["handler"]},
+                {"required": ["topic"]},
+            ]
+        },
     ]
 }
 _AT_MOST_ONE = {
@@ -270,6 +276,8 @@ _AT_MOST_ONE = {
         "anyOf": [
             {"required": ["cron", "every_seconds"]},
             {"required": ["callback_url", "handler"]},
+            {"required": ["callback_url", "topic"]},
+            {"required": ["handler", "topic"]},
         ]
     }
 }

@@ -19,6 +19,7 @@ from scheduling.api.fields import (
     FlowControlKeyField,
     StrictCharField,
     StrictIntegerField,
+    TopicNameField,
 )
 from scheduling.api.request_fields import (
     ContractView,
@@ -31,9 +32,8 @@ from scheduling.jobs import requests as rq
 from scheduling.jobs.requests import request_public
 from scheduling.jobs.selectors import job_status_public, topic_deliveries
 from scheduling.jobs.specs import JobSpec
-from scheduling.models import TOPIC_NAME_PATTERN, Job, JobStatus, TargetKind
+from scheduling.models import Job, JobStatus, TargetKind
 from scheduling.sharding.clock import iso_utc
-from scheduling.topics.models import NAME_MAX_CHARS
 
 MAX_BULK_JOBS = 1000
 MAX_WINDOW_SECONDS = 86_400  # a day: wider windows are a different due time, not a window
@@ -107,8 +107,7 @@ class JobCreateSerializer(StrictSerializer, DeliveryContractFields):
     handler = StrictCharField(
         max_length=200, required=False, help_text="A registered handler name. Or callback_url."
     )
-    topic = StrictCharField(
-        max_length=NAME_MAX_CHARS,
+    topic = TopicNameField(
         required=False,
         help_text="A topic of the team (PUT /api/v1/topics/{name}): at the due time each "
         "endpoint enabled then gets a delivery of its own. Or callback_url, or handler.",
@@ -142,21 +141,9 @@ class JobCreateSerializer(StrictSerializer, DeliveryContractFields):
         return _not_null(value)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        given = [name for name in TARGET_FIELDS if name in attrs]
-        if not given:
-            raise serializers.ValidationError("Give callback_url, handler or topic.")
-        if len(given) > 1:
-            message = "Give only one of callback_url, handler and topic."
-            raise serializers.ValidationError({name: [message] for name in given})
+        targets_check(attrs, required=True)
         contract_cross_check(attrs)
         return attrs
-
-    def validate_topic(self, value: str) -> str:
-        if not re.match(TOPIC_NAME_PATTERN, value):
-            raise serializers.ValidationError(
-                f"A topic name is 1 to {NAME_MAX_CHARS} letters, digits, '.', '_' or '-'."
-            )
-        return value
 
 
 # The request fields that name a job's target, one of them given; by target kind.
@@ -166,6 +153,24 @@ _KIND_OF_FIELD = {
     "handler": TargetKind.HANDLER,
     "topic": TargetKind.TOPIC,
 }
+
+
+def target_of(data: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(target kind, target) of validated data naming one, else None."""
+    for name in TARGET_FIELDS:
+        if name in data:
+            return _KIND_OF_FIELD[name], data[name]
+    return None
+
+
+def targets_check(attrs: Mapping[str, Any], *, required: bool) -> None:
+    """Exactly one target field (at most one where not ``required``: a PATCH)."""
+    given = [name for name in TARGET_FIELDS if name in attrs]
+    if required and not given:
+        raise serializers.ValidationError("Give callback_url, handler or topic.")
+    if len(given) > 1:
+        message = "Give only one of callback_url, handler and topic."
+        raise serializers.ValidationError({name: [message] for name in given})
 
 
 def target_field(data: Mapping[str, Any]) -> str:
@@ -178,11 +183,11 @@ def target_field(data: Mapping[str, Any]) -> str:
 def job_spec_from(data: Mapping[str, Any], trace_context: str | None = None) -> JobSpec:
     """Turn validated create data into the service's JobSpec; ``trace_context`` is the
     request's (``scheduling.tracing.context_of_request``)."""
-    name = target_field(data)
+    kind, target = target_of(data) or (TargetKind.WEBHOOK, data["callback_url"])
     return JobSpec(
         due_at=data["due_at"],
-        target_kind=_KIND_OF_FIELD[name],
-        target=data[name],
+        target_kind=kind,
+        target=target,
         payload=data.get("payload", {}),
         metadata=data.get("metadata", {}),
         idempotency_key=data.get("idempotency_key"),

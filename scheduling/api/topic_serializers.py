@@ -14,6 +14,7 @@ from scheduling.api.fields import (
     CallbackUrlField,
     FlowControlKeyField,
     StrictCharField,
+    TopicNameField,
 )
 from scheduling.api.request_fields import (
     DeliveryContractFields,
@@ -32,23 +33,11 @@ from scheduling.topics.services import MAX_ENDPOINTS, REASON_MAX_CHARS, Endpoint
 _NAME_MESSAGE = f"1 to {NAME_MAX_CHARS} letters, digits, '.', '_' or '-'."
 
 
-def name_checked(value: str) -> str:
-    if not re.match(contract.TOPIC_NAME, value):
-        raise serializers.ValidationError(_NAME_MESSAGE)
-    return value
-
-
 class TopicNameSerializer(StrictSerializer):
     """The ``{name}`` (and ``{endpoint}``) of the path: a bad one is a 400 naming it."""
 
-    name = StrictCharField(max_length=NAME_MAX_CHARS)
-    endpoint = StrictCharField(max_length=NAME_MAX_CHARS, required=False)
-
-    def validate_name(self, value: str) -> str:
-        return name_checked(value)
-
-    def validate_endpoint(self, value: str) -> str:
-        return name_checked(value)
+    name = TopicNameField()
+    endpoint = TopicNameField(required=False)
 
 
 class EndpointSetSerializer(StrictSerializer, DeliveryContractFields):

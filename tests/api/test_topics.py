@@ -166,3 +166,22 @@ def test_a_job_and_a_bulk_item_may_name_a_topic_exactly_one_target(api, team) ->
         format="json",
     )
     assert two.status_code == 400
+
+
+def test_a_schedule_may_name_a_topic(api, team) -> None:
+    response = api.post(
+        "/api/v1/schedules", {"cron": "0 9 * * *", "topic": "orders"}, format="json"
+    )
+    body = response.json()
+    assert response.status_code == 201, body
+    assert body["topic"] == "orders" and body["callback_url"] is None and body["handler"] is None
+    patched = api.patch(
+        f"/api/v1/schedules/{body['id']}", {"handler": "noop"}, format="json"
+    ).json()
+    assert patched["topic"] is None and patched["handler"] == "noop"
+    both = api.post(
+        "/api/v1/schedules",
+        {"cron": "0 9 * * *", "topic": "orders", "handler": "noop"},
+        format="json",
+    )
+    assert both.status_code == 400 and set(error_of(both)["fields"]) == {"topic", "handler"}

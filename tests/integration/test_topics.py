@@ -265,3 +265,26 @@ def test_topic_deliveries_are_counted_by_topic_with_bounded_labels(team, setting
     # One topic has series of its own (the first met); the other counts as _other.
     assert labelled() - before[0] == 2
     assert count("_other", "delivered", "") - before[1] == 2
+
+
+def test_a_schedule_naming_a_topic_fans_each_occurrence_out(team, settings) -> None:
+    from scheduling.schedules.services import ScheduleSpec, schedule_create
+
+    settings.SENDLATER_SCHEDULE_AHEAD_SECONDS = 120
+    base = future_base()
+    with running_receiver() as rx:
+        topic_put(
+            team=team,
+            name="orders",
+            endpoints=[EndpointSpec(name=n, url=rx.url(f"/ok?e={n}")) for n in ("a", "b")],
+        )
+        spec = ScheduleSpec(target_kind="topic", target="orders", every_seconds=60, start_at=base)
+        schedule = schedule_create(team=team, spec=spec, now=base)
+        sink = Router({"webhook": WebhookSink(concurrency=2)})
+        poller = poller_build(sink=sink)
+        run(poller, base, [0, 1, 2, 3, 61, 62, 63])
+        sink.close()
+    occurrences = Job.objects.filter(schedule_id=schedule.id, status="fanned_out")
+    assert occurrences.count() == 2
+    got = by_endpoint(rx)
+    assert len(got["a"]) == 2 and len(got["b"]) == 2

@@ -65,6 +65,7 @@ interface ScheduleFields extends DeliveryInput {
   timezone?: string;
   callbackUrl?: string;
   handler?: string;
+  topic?: string;
   payload?: Payload;
   metadata?: Record<string, string>;
   windowSeconds?: number;
@@ -76,10 +77,10 @@ interface ScheduleFields extends DeliveryInput {
 }
 export type ScheduleInput = Omit<
   ScheduleFields,
-  "cron" | "everySeconds" | "callbackUrl" | "handler"
+  "cron" | "everySeconds" | "callbackUrl" | "handler" | "topic"
 > &
   ({ cron: string; everySeconds?: never } | { everySeconds: number; cron?: never }) &
-  Target;
+  JobTarget;
 /** A PATCH: only the fields given change (a new cron replaces everySeconds and back). */
 export type ScheduleChanges = ScheduleFields;
 
@@ -156,6 +157,7 @@ const SCHEDULE_FIELDS = {
   timezone: "timezone",
   callbackUrl: "callback_url",
   handler: "handler",
+  topic: "topic",
   payload: "payload",
   metadata: "metadata",
   windowSeconds: "window_seconds",

@@ -109,6 +109,7 @@ export interface Schedule extends Delivery {
   timezone: string;
   callbackUrl: string | null;
   handler: string | null;
+  topic: string | null;
   payload: unknown;
   metadata: Record<string, string>;
   windowSeconds: number;
@@ -280,6 +281,7 @@ export function scheduleFromWire(w: Wire["Schedule"]): Schedule {
     timezone: w.timezone,
     callbackUrl: w.callback_url,
     handler: w.handler,
+    topic: w.topic,
     payload: w.payload,
     metadata: w.metadata,
     windowSeconds: w.window_seconds,

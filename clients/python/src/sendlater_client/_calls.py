@@ -59,6 +59,7 @@ SCHEDULE_FIELDS = (
     "timezone",
     "callback_url",
     "handler",
+    "topic",
     "payload",
     "metadata",
     "window_seconds",

@@ -285,6 +285,7 @@ class Schedule:
     delivery: Delivery
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    topic: str | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Schedule:
@@ -295,6 +296,7 @@ class Schedule:
             timezone=data.get("timezone", "UTC"),
             callback_url=data.get("callback_url"),
             handler=data.get("handler"),
+            topic=data.get("topic"),
             payload=data.get("payload"),
             metadata=data.get("metadata") or {},
             window_seconds=data.get("window_seconds", 0),

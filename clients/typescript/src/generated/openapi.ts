@@ -607,6 +607,7 @@ export interface components {
             start_at?: string | null;
             timeout_seconds?: number | null;
             timezone?: components["schemas"]["TimezoneEnum"];
+            topic?: string;
             window_seconds?: number;
         };
         PatchedTeamDefaultsRequest: {
@@ -660,6 +661,7 @@ export interface components {
             start_at: string | null;
             timeout_seconds: number | null;
             timezone: string;
+            readonly topic: string | null;
             /** Format: date-time */
             updated_at: string;
             window_seconds: number;
@@ -694,6 +696,7 @@ export interface components {
             start_at?: string | null;
             timeout_seconds?: number | null;
             timezone?: components["schemas"]["TimezoneEnum"];
+            topic?: string;
             window_seconds?: number;
         };
         SchedulePage: {
