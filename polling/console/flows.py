@@ -197,11 +197,13 @@ def flow_action_view(request: HttpRequest, action: str) -> HttpResponse:
             return HttpResponseRedirect(done_url)
     return TemplateResponse(
         request,
-        "admin/console/confirm_flow.html",
+        "admin/console/confirm_target.html",
         _context(
             request,
             f"{title}: are you sure?",
             action_title=title,
+            intro="A paused key's due jobs stay pending (their expiry still applies) and "
+            "start in due order on resume.",
             action=action,
             describe=describe,
             target=target,

@@ -193,12 +193,15 @@ def endpoint_action_view(request: HttpRequest, action: str) -> HttpResponse:
             return HttpResponseRedirect(done_url)
     return TemplateResponse(
         request,
-        "admin/console/confirm_endpoint.html",
+        "admin/console/confirm_target.html",
         _context(
             request,
             f"{title}: are you sure?",
             action_title=title,
-            enabled=enabled,
+            intro="Its waiting deliveries start in due order, within its key's limits."
+            if enabled
+            else "Its waiting deliveries stay pending (their expiry still applies) until it "
+            "is enabled again, and jobs falling due meanwhile leave it out.",
             describe=describe,
             target=target,
             form=form,

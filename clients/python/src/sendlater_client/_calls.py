@@ -228,7 +228,10 @@ def flow_control_get(key: str) -> Call:
     return Call("GET", _flow_path(key), FlowControl.from_json)
 
 
-def flow_control_list_page(*, limit: int | None = None, cursor: str | None = None) -> Call:
+def _list_page(
+    path: str, parse: Callable[[Any], Any], *, limit: int | None, cursor: str | None
+) -> Call:
+    """A page of a list ordered by key or time: its items and the next cursor."""
     params: list[tuple[str, str]] = []
     if limit is not None:
         params.append(("limit", str(limit)))
@@ -236,13 +239,14 @@ def flow_control_list_page(*, limit: int | None = None, cursor: str | None = Non
         params.append(("cursor", cursor))
     return Call(
         "GET",
-        "/api/v1/flow-controls",
-        lambda data: (
-            [FlowControl.from_json(f) for f in data["results"]],
-            data.get("next_cursor"),
-        ),
+        path,
+        lambda data: ([parse(item) for item in data["results"]], data.get("next_cursor")),
         params=params,
     )
+
+
+def flow_control_list_page(*, limit: int | None = None, cursor: str | None = None) -> Call:
+    return _list_page("/api/v1/flow-controls", FlowControl.from_json, limit=limit, cursor=cursor)
 
 
 def flow_control_delete(key: str) -> Call:
@@ -298,17 +302,7 @@ def topic_get(name: str) -> Call:
 
 
 def topic_list_page(*, limit: int | None = None, cursor: str | None = None) -> Call:
-    params: list[tuple[str, str]] = []
-    if limit is not None:
-        params.append(("limit", str(limit)))
-    if cursor is not None:
-        params.append(("cursor", cursor))
-    return Call(
-        "GET",
-        "/api/v1/topics",
-        lambda data: ([Topic.from_json(t) for t in data["results"]], data.get("next_cursor")),
-        params=params,
-    )
+    return _list_page("/api/v1/topics", Topic.from_json, limit=limit, cursor=cursor)
 
 
 def topic_delete(name: str) -> Call:
@@ -362,17 +356,7 @@ def schedule_get(schedule_id: Any) -> Call:
 
 
 def schedule_list_page(*, limit: int | None = None, cursor: str | None = None) -> Call:
-    params: list[tuple[str, str]] = []
-    if limit is not None:
-        params.append(("limit", str(limit)))
-    if cursor is not None:
-        params.append(("cursor", cursor))
-    return Call(
-        "GET",
-        "/api/v1/schedules",
-        lambda data: ([Schedule.from_json(s) for s in data["results"]], data.get("next_cursor")),
-        params=params,
-    )
+    return _list_page("/api/v1/schedules", Schedule.from_json, limit=limit, cursor=cursor)
 
 
 def schedule_update(schedule_id: Any, **changes: Any) -> Call:
