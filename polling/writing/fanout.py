@@ -25,6 +25,9 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from django.db import transaction
+
+from polling.common.failpoints import failpoint
 from polling.dispatch.base import ClaimedJob
 from polling.writing.callbacks import extras_write
 from polling.writing.writeback import Result
@@ -141,6 +144,8 @@ def fanout_write(plan: FanOut | None, *, written: Collection[UUID], now: datetim
         named.append((result, {**(job.request or {}), CHILDREN: mine}, None))
     jobs_insert(children)
     extras_write(named)
+    # Fault tests: die with the children committed, none delivered yet.
+    transaction.on_commit(lambda: failpoint("fanout_committed"))
     return len(children)
 
 
