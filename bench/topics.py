@@ -1,0 +1,229 @@
+"""Topic benchmark: a topic job with 10 endpoints against ten single jobs, same run.
+
+Usage (from the repository root, PostgreSQL on 127.0.0.1:5432):
+
+    .venv/bin/python bench/topics.py                     # 20,000 topic jobs, 2 pollers
+    .venv/bin/python bench/topics.py -n 5000 -p 1
+
+Drops and recreates the database ``sendlater_bench_topics`` and starts one receiver
+process: an asyncio HTTP/1.1 server (keep-alive, answers 200) on eight loopback
+addresses 127.0.0.1-127.0.0.8 (eight receiving hosts; the topic's ten endpoints are
+spread over them). It records, per run, each ``webhook-id``'s first arrival and its
+lag behind the due instant (carried in the payload), and the repeats.
+
+Three runs, each with fresh jobs due at one instant and P ``runpoller`` processes
+(the real webhook sink), stopped between runs:
+
+- (single) ``10 n`` webhook jobs, ``n`` to each of the ten endpoint URLs;
+- (topic) ``n`` jobs naming a topic of those ten endpoints: fanned out at the due
+  time, ``10 n`` deliveries;
+- (topic+held) as (topic), with the tenth endpoint's delivery key paused before the
+  due time: its ``n`` deliveries are written and wait (as a disabled endpoint's do),
+  the other nine endpoints' go. The run ends when those nine have every delivery.
+
+Prints ``delivered_per_second[run,P=p]`` (endpoint requests that arrived, over the
+due instant to the last arrival), ``ratio_topic_to_single`` (the issue's goal: at least
+1 / 1.2), ``lag_p50/p99/max_seconds[run]`` of the nine endpoints never held,
+``p99_held_over_topic`` (the goal: within 1.1), and duplicates and missing per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench._webhooks import (  # noqa: E402
+    pollers_stop,
+    receiver_stats,
+    request_read,
+    stats_reply,
+    webhook_bench,
+)
+
+OK = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+HOSTS = [f"127.0.0.{i}" for i in range(1, 9)]
+ENDPOINTS = 10
+HELD = f"e{ENDPOINTS - 1}"  # the endpoint whose deliveries wait in (topic+held)
+_children: list[subprocess.Popen[bytes]] = []
+
+
+def receiver(port: int) -> None:
+    """Serve until killed: note each delivery's first arrival by run and endpoint."""
+    # run -> webhook-id -> (endpoint, lag); run -> first and last arrival; repeats.
+    seen: dict[str, dict[str, tuple[str, float]]] = {}
+    span: dict[str, list[float]] = {}
+    repeats: dict[str, int] = {}
+
+    def stats() -> bytes:
+        report = {}
+        for run, got in seen.items():
+            # The lags of the nine endpoints that are never held (in every run alike).
+            lags = sorted(lag for endpoint, lag in got.values() if endpoint != HELD)
+            at = [
+                lags[min(len(lags) - 1, int(q * len(lags)))] if lags else 0.0 for q in (0.5, 0.99)
+            ]
+            report[run] = {
+                "n": len(got),
+                "first": span[run][0],
+                "last": span[run][1],
+                "p50": at[0],
+                "p99": at[1],
+                "max": lags[-1] if lags else 0.0,
+                "repeats": repeats.get(run, 0),
+            }
+        return json.dumps(report).encode()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                line, headers, body = await request_read(reader)
+                if line.startswith("GET /stats"):
+                    writer.write(stats_reply(stats()))
+                else:
+                    now = time.time()
+                    payload = json.loads(body)["payload"]
+                    run, endpoint = payload["run"], line.split("e=", 1)[1].split(" ", 1)[0]
+                    got = seen.setdefault(run, {})
+                    job_id = headers.get("webhook-id", "")
+                    if job_id in got:
+                        repeats[run] = repeats.get(run, 0) + 1
+                    else:
+                        got[job_id] = (endpoint, now - payload["due"])
+                        first_last = span.setdefault(run, [now, now])
+                        first_last[1] = now
+                    writer.write(OK)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def main() -> None:
+        servers = [await asyncio.start_server(handle, host, port, backlog=2048) for host in HOSTS]
+        await asyncio.gather(*(server.serve_forever() for server in servers))
+
+    asyncio.run(main())
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", "--jobs", type=int, default=20_000, help="topic jobs a run")
+    parser.add_argument("-p", "--pollers", type=int, default=2)
+    parser.add_argument("--port", type=int, default=8760)
+    parser.add_argument("--server", default="postgres://postgres@127.0.0.1:5432")
+    parser.add_argument("--database", default="sendlater_bench_topics")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds a run")
+    args = parser.parse_args()
+    if args.jobs < 1 or args.pollers < 1:
+        parser.error("--jobs >= 1, --pollers >= 1")
+    return args
+
+
+def main() -> int:
+    args = parse()
+    with webhook_bench(
+        server=args.server,
+        database=args.database,
+        receiver=receiver,
+        receiver_args=(args.port,),
+        children=_children,
+    ):
+        run_all(args)
+    return 0
+
+
+def _url(port: int, k: int) -> str:
+    return f"http://{HOSTS[k % len(HOSTS)]}:{port}/hook?e=e{k}"
+
+
+def run_all(args: argparse.Namespace) -> None:
+    from scheduling.flow.services import flow_pause_set
+    from scheduling.models import Team
+    from scheduling.topics.services import EndpointSpec, topic_put
+
+    team, _ = Team.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
+    team.signing_secret = SECRET
+    team.save(update_fields=["signing_secret"])
+    endpoints = [EndpointSpec(name=f"e{k}", url=_url(args.port, k)) for k in range(ENDPOINTS)]
+    topic_put(team=team, name="t10", endpoints=endpoints)
+    topic_put(team=team, name="t10held", endpoints=endpoints)
+    flow_pause_set(team=team, key=f"topic:t10held:{HELD}", paused=True)
+    tag = f"P={args.pollers}"
+    results = {}
+    for run in ("single", "topic", "topic+held"):
+        results[run] = one_run(args, team, run)
+        got = results[run]
+        print(f"delivered_per_second[{run},{tag}]: {got['rate']:.0f} requests/s", flush=True)
+        for q in ("p50", "p99", "max"):
+            print(f"lag_{q}_seconds[{run},{tag}]: {got[q]:.3f} s")
+        print(f"duplicates[{run},{tag}]: {got['repeats']}")
+        print(f"missing[{run},{tag}]: {got['missing']}")
+    single, topic, held = results["single"], results["topic"], results["topic+held"]
+    print(f"ratio_topic_to_single[{tag}]: {topic['rate'] / max(single['rate'], 1e-9):.3f}")
+    print(f"p99_held_over_topic[{tag}]: {held['p99'] / max(topic['p99'], 1e-9):.3f}")
+
+
+def one_run(args: argparse.Namespace, team: object, run: str) -> dict:
+    from scheduling.jobs.services import JobSpec, job_schedule_many
+    from scheduling.sharding.clock import db_now
+
+    single = run == "single"
+    deliveries = args.jobs * ENDPOINTS
+    due = db_now() + timedelta(seconds=8 + deliveries / 15_000)
+    payload = {"run": run, "due": due.timestamp()}
+    if single:
+        specs = [
+            JobSpec(
+                due_at=due,
+                target_kind="webhook",
+                target=_url(args.port, i % ENDPOINTS),
+                payload=payload,
+            )
+            for i in range(deliveries)
+        ]
+    else:
+        topic = "t10" if run == "topic" else "t10held"
+        specs = [
+            JobSpec(due_at=due, target_kind="topic", target=topic, payload=payload)
+            for _ in range(args.jobs)
+        ]
+    for start in range(0, len(specs), 10_000):
+        job_schedule_many(team=team, specs=specs[start : start + 10_000])
+    for i in range(args.pollers):
+        cmd = [sys.executable, str(ROOT / "manage.py"), "runpoller", "--name", f"tp-{run}-{i}"]
+        _children.append(subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ)))
+    expected = deliveries - (args.jobs if run == "topic+held" else 0)
+    deadline = time.monotonic() + args.timeout
+    got: dict = {}
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        got = receiver_stats(args.port).get(run, {})
+        if got.get("n", 0) >= expected:
+            break
+    time.sleep(2.0)  # repeats still on their way
+    pollers_stop(_children)
+    got = receiver_stats(args.port).get(run, {})
+    span = max(got.get("last", 0.0) - due.timestamp(), 1e-9)
+    return {
+        "rate": got.get("n", 0) / span,
+        "p50": got.get("p50", 0.0),
+        "p99": got.get("p99", 0.0),
+        "max": got.get("max", 0.0),
+        "repeats": got.get("repeats", 0),
+        "missing": expected - got.get("n", 0),
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())
