@@ -69,7 +69,11 @@ def fanout_plan(*, jobs: Sequence[ClaimedJob], results: Sequence[Result]) -> Fan
     if not topic_jobs:
         return None
     by_id = {r.job_id: r for r in results}
-    due = [(job, by_id[job.id]) for job in topic_jobs if by_id[job.id].status == "delivered"]
+    due = [
+        (job, result)
+        for job in topic_jobs
+        if (result := by_id.get(job.id)) is not None and result.status == "delivered"
+    ]
     if not due:
         return None
     endpoints = _endpoints_enabled({(job.team_id, job.target) for job, _ in due})
