@@ -141,7 +141,7 @@ def _query_parameters(paths: dict[str, Any]) -> None:
 
 
 # PATCHes whose every field is optional: no body changes nothing.
-_BODY_OPTIONAL = frozenset({"schedules_update", "team_update"})
+_BODY_OPTIONAL = frozenset({"schedules_update", "team_update", "topics_endpoint_update"})
 
 JOB_LINKS = {
     name: {"operationId": op, "parameters": {"job_id": "$response.body#/id"}}

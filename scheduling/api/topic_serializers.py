@@ -64,6 +64,12 @@ class EndpointSetSerializer(StrictSerializer, DeliveryContractFields):
         return attrs
 
 
+class EndpointPatchSerializer(EndpointSetSerializer):
+    """Every field optional: what is given changes, the rest (header values too) stays."""
+
+    url = CallbackUrlField(max_length=2048, required=False, help_text="A new URL.")
+
+
 def endpoint_spec_from(name: str, data: Mapping[str, Any]) -> EndpointSpec:
     return EndpointSpec(
         name=name,

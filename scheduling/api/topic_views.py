@@ -21,6 +21,7 @@ from scheduling.api.flow_serializers import FlowControlListQuerySerializer
 from scheduling.api.serializers import ErrorSerializer
 from scheduling.api.topic_serializers import (
     EndpointDisableSerializer,
+    EndpointPatchSerializer,
     EndpointSerializer,
     EndpointSetSerializer,
     TopicNameSerializer,
@@ -219,6 +220,32 @@ class TopicEndpointView(TopicView):
             endpoint_body(name, row),
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
         )
+
+    @extend_schema(
+        operation_id="topics_endpoint_update",
+        summary="Change an endpoint",
+        description="Only the fields given change; the others, header values included, "
+        "are kept (a `headers` given replaces the whole set).",
+        request=EndpointPatchSerializer,
+        responses={
+            200: EndpointSerializer,
+            **schema.errors(*schema.WITH_BODY),
+            **_NOT_FOUND,
+        },
+        examples=[
+            OpenApiExample(
+                "A new URL", request_only=True, value={"url": "https://billing.example.com/v2"}
+            )
+        ],
+    )
+    def patch(self, request: Request, name: str, endpoint: str) -> Response:
+        name, endpoint = _names(name, endpoint)
+        body = EndpointPatchSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        row = services.endpoint_patch(
+            team=self.team, topic=name, name=endpoint, changes=body.validated_data
+        )
+        return Response(endpoint_body(name, row))
 
     @extend_schema(
         operation_id="topics_endpoint_delete",

@@ -10,9 +10,10 @@ pending, expiry still applying, until it is enabled again.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 
@@ -23,6 +24,7 @@ from scheduling.jobs.requests import (
     DeliveryRequest,
     RequestChecker,
     RequestSealer,
+    request_merged,
     webhook_url_check,
 )
 from scheduling.models import Team
@@ -132,6 +134,32 @@ def endpoint_put(*, team: Team, topic: str, spec: EndpointSpec) -> tuple[TopicEn
         row.updated_at = now
         row.save(update_fields=["updated_at"])
     return endpoint, current is None
+
+
+def endpoint_patch(
+    *, team: Team, topic: str, name: str, changes: Mapping[str, Any]
+) -> TopicEndpoint:
+    """Change some of an endpoint's fields (API names: ``url``, the request settings,
+    ``flow_control_key``, ``state``); the others, header values included, are kept."""
+    with transaction.atomic():
+        row = _topic_for_update(team, topic)
+        current = row.endpoints.select_for_update().filter(name=name).first()
+        if current is None:
+            raise TopicNotFound(f"no endpoint {name!r} in topic {topic!r}")
+        request = request_merged(current.request, changes)
+        spec = EndpointSpec(
+            name=name,
+            url=changes.get("url", current.url),
+            request=None if request.is_default() else request,
+            flow_control_key=changes.get("flow_control_key", current.flow_control_key),
+            state=changes.get("state", current.state),
+        )
+        endpoint_spec_validate(spec)
+        now = db_now()
+        endpoint = _endpoint_write(row, current, spec, RequestSealer(), now)
+        row.updated_at = now
+        row.save(update_fields=["updated_at"])
+    return endpoint
 
 
 def endpoint_delete(*, team: Team, topic: str, name: str) -> None:

@@ -79,6 +79,7 @@ def test_schema_documents_every_endpoint_and_error(client) -> None:
         ("/api/v1/topics/{name}", "delete"),
         ("/api/v1/topics/{name}/endpoints/{endpoint}", "get"),
         ("/api/v1/topics/{name}/endpoints/{endpoint}", "put"),
+        ("/api/v1/topics/{name}/endpoints/{endpoint}", "patch"),
         ("/api/v1/topics/{name}/endpoints/{endpoint}", "delete"),
         ("/api/v1/topics/{name}/endpoints/{endpoint}/disable", "post"),
         ("/api/v1/topics/{name}/endpoints/{endpoint}/enable", "post"),

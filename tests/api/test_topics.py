@@ -185,3 +185,24 @@ def test_a_schedule_may_name_a_topic(api, team) -> None:
         format="json",
     )
     assert both.status_code == 400 and set(error_of(both)["fields"]) == {"topic", "handler"}
+
+
+def test_a_patch_changes_only_what_it_gives_and_keeps_the_header_values(api, team) -> None:
+    from scheduling.jobs.requests import headers_unsealed
+
+    put(api, a={"url": "https://example.com/a", "headers": {"X-Key": "k1"}, "format": "payload"})
+    url = f"{URL}/orders/endpoints/a"
+    response = api.patch(
+        url, {"url": "https://example.com/a2", "timeout_seconds": 7}, format="json"
+    )
+    body = response.json()
+    assert response.status_code == 200, body
+    assert body["url"] == "https://example.com/a2" and body["timeout_seconds"] == 7
+    assert body["headers"] == {"X-Key": "********"} and body["format"] == "payload"
+    stored = Topic.objects.get().endpoints.get(name="a").request
+    assert headers_unsealed(stored) == {"X-Key": "k1"}
+    assert api.patch(url, {"state": "disabled"}, format="json").json()["state"] == "disabled"
+    assert FlowControl.objects.get(key="topic:orders:a").paused is True
+    bad = api.patch(url, {"url": "http://10.0.0.1/x"}, format="json")
+    assert bad.status_code == 400
+    assert api.patch(f"{URL}/orders/endpoints/nope", {}, format="json").status_code == 404

@@ -225,6 +225,8 @@ def test_topics_and_topic_jobs(server: str, api_key: str) -> None:
         assert topic.endpoints[1].delivery.retry == JobRetry(max_attempts=2)
         added = client.set_endpoint("orders", "warehouse", url="https://wh.example.com/h")
         assert isinstance(added, Endpoint) and added.delivery_key == "topic:orders:warehouse"
+        moved = client.update_endpoint("orders", "warehouse", url="https://wh2.example.com/h")
+        assert moved.url == "https://wh2.example.com/h"
         off = client.disable_endpoint("orders", "warehouse", reason="maintenance")
         assert off.state == "disabled" and off.disabled_reason == "maintenance"
         assert client.enable_endpoint("orders", "warehouse").state == "enabled"

@@ -313,6 +313,12 @@ def endpoint_set(name: str, endpoint: str, **fields: Any) -> Call:
     return Call("PUT", _topic_path(name, endpoint), Endpoint.from_json, json=_endpoint_body(fields))
 
 
+def endpoint_update(name: str, endpoint: str, **changes: Any) -> Call:
+    return Call(
+        "PATCH", _topic_path(name, endpoint), Endpoint.from_json, json=_endpoint_body(changes)
+    )
+
+
 def endpoint_delete(name: str, endpoint: str) -> Call:
     return Call("DELETE", _topic_path(name, endpoint), lambda data: None)
 

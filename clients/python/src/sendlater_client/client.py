@@ -188,6 +188,10 @@ class Client:
     def set_endpoint(self, topic: str, endpoint: str, **fields: Any) -> Endpoint:
         return self.request(_calls.endpoint_set(topic, endpoint, **fields))
 
+    def update_endpoint(self, topic: str, endpoint: str, **changes: Any) -> Endpoint:
+        """Change the fields given; the others (header values too) are kept."""
+        return self.request(_calls.endpoint_update(topic, endpoint, **changes))
+
     def delete_endpoint(self, topic: str, endpoint: str) -> None:
         self.request(_calls.endpoint_delete(topic, endpoint))
 
@@ -388,6 +392,9 @@ class AsyncClient:
 
     async def set_endpoint(self, topic: str, endpoint: str, **fields: Any) -> Endpoint:
         return await self.request(_calls.endpoint_set(topic, endpoint, **fields))
+
+    async def update_endpoint(self, topic: str, endpoint: str, **changes: Any) -> Endpoint:
+        return await self.request(_calls.endpoint_update(topic, endpoint, **changes))
 
     async def delete_endpoint(self, topic: str, endpoint: str) -> None:
         await self.request(_calls.endpoint_delete(topic, endpoint))

@@ -318,7 +318,7 @@ export interface paths {
         delete: operations["topics_endpoint_delete"];
         options?: never;
         head?: never;
-        patch?: never;
+        patch: operations["topics_endpoint_update"];
         trace?: never;
     };
     "/api/v1/topics/{name}/endpoints/{endpoint}/disable": {
@@ -569,6 +569,19 @@ export interface components {
         NullEnum: null;
         Occurrences: {
             occurrences: string[];
+        };
+        PatchedEndpointPatchRequest: {
+            content_type?: string | null;
+            flow_control_key?: string | null;
+            format?: components["schemas"]["FormatEnum"];
+            headers?: {
+                [key: string]: string;
+            };
+            method?: components["schemas"]["MethodEnum"];
+            retry?: components["schemas"]["RetryPolicyRequest"] | null;
+            state?: components["schemas"]["StateEnum"];
+            timeout_seconds?: number | null;
+            url?: string;
         };
         PatchedJobRescheduleRequest: {
             /** Format: date-time */
@@ -2895,6 +2908,89 @@ export interface operations {
                 };
             };
             414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: {
+                headers: {
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    topics_endpoint_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                endpoint: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedEndpointPatchRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Endpoint"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
