@@ -16,8 +16,8 @@ import hashlib
 import hmac
 import re
 from collections.abc import Mapping
-from functools import lru_cache
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
