@@ -62,9 +62,7 @@ def outcomes_heard(
 ) -> int:
     """Write the callback jobs and kept responses of a written group; return the
     callbacks written. Call inside the write-back's transaction, after it."""
-    asked = any(job.request is not None for job in jobs) or any(
-        job.request is not None for job in expired
-    )
+    asked = any(_asks(job.request) for job in jobs) or any(_asks(job.request) for job in expired)
     if not asked and not any(r.status == "dead" or r.status == "expired" for r in results):
         return 0  # the common group: default-shape jobs, delivered or retried
     finals = [r for r in results if r.status in EVENTS and r.job_id in written]
@@ -82,14 +80,17 @@ def outcomes_heard(
         request = job.request or {}
         if CALLBACK_OF in request:
             continue  # a callback is never called back
-        outcome = heard.get(job.id)
-        last = _last_response(outcome)
         if result.status == "delivered":
             url = request.get("on_success_url")
-            if request.get("capture_response") and last is not None:
-                extras[job.id] = (result, None, last)
+            capture = request.get("capture_response")
         else:
             url = request.get("on_failure_url") or failure_urls.get(job.team_id)
+            capture = False
+        if not url and not capture:
+            continue  # asked for nothing to be heard
+        last = _last_response(heard.get(job.id))
+        if capture and last is not None:
+            extras[job.id] = (result, None, last)
         if url:
             calls.append((job, result, url, _event(job, result, last)))
     if calls:
@@ -104,6 +105,14 @@ def outcomes_heard(
     if calls:  # fault tests: die with the callbacks committed, none delivered yet
         transaction.on_commit(lambda: failpoint("callbacks_committed"))
     return len(calls)
+
+
+def _asks(request: dict[str, Any] | None) -> bool:
+    """Whether a job's stored request asks to hear its outcome (a callback, a kept
+    response): a request that only shapes the call (method, headers, format) does not."""
+    return request is not None and (
+        "on_success_url" in request or "on_failure_url" in request or "capture_response" in request
+    )
 
 
 def team_failure_urls(team_ids: set[int]) -> dict[int, str]:

@@ -17,6 +17,7 @@ import hmac
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -325,11 +326,25 @@ def request_stored(request: DeliveryRequest | None) -> dict[str, Any] | None:
 
 
 def headers_unsealed(stored: Mapping[str, Any]) -> dict[str, str]:
-    """The header values of a stored request, in plain text: for the sender only."""
+    """The header values of a stored request, in plain text: for the sender only.
+
+    A bulk call's jobs and a schedule's occurrences share one token (``RequestSealer``),
+    so the sender opens each token once and keeps the last ``UNSEALED_CACHE`` opened,
+    in its own memory only (keyed by the keys too: a key dropped opens nothing more).
+    """
     token = stored.get("headers_sealed")
     if not token:
         return {}
-    return orjson.loads(sealing.unseal(token))
+    return dict(_unsealed(token, tuple(settings.SENDLATER_ENCRYPTION_KEYS)))
+
+
+UNSEALED_CACHE = 1024
+
+
+@lru_cache(maxsize=UNSEALED_CACHE)
+def _unsealed(token: str, keys: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    del keys  # part of the cache key only: sealing reads the same setting
+    return tuple(orjson.loads(sealing.unseal(token)).items())
 
 
 def stored_resealed(stored: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -177,3 +177,19 @@ def test_key_rotation_reencrypts_and_the_old_key_can_go(team, settings) -> None:
     assert job.request["headers_sealed"] != token
     settings.SENDLATER_ENCRYPTION_KEYS = [new]  # the old key dropped: still readable
     assert headers_unsealed(job.request) == {"X-Key": "v1"}
+
+
+def test_a_token_opened_once_is_not_opened_by_a_key_since_dropped(team, settings) -> None:
+    from cryptography.fernet import InvalidToken
+
+    new = sealing.key_generate()
+    job = schedule_job(
+        team, "http://127.0.0.1:9/x", future_base(), {}, DeliveryRequest(headers={"X-Key": "v1"})
+    )
+    assert headers_unsealed(job.request) == {"X-Key": "v1"}  # opened (and kept) under old
+    opened = headers_unsealed(job.request)
+    opened["X-Key"] = "changed"  # the caller's copy: what is kept stays as it was
+    assert headers_unsealed(job.request) == {"X-Key": "v1"}
+    settings.SENDLATER_ENCRYPTION_KEYS = [new]  # old dropped before re-encryption
+    with pytest.raises(InvalidToken):
+        headers_unsealed(job.request)
