@@ -85,7 +85,7 @@ def receiver(port: int) -> None:
                     writer.write(FAIL if line.startswith("POST /fail") else OK)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
-            pass
+            return  # the client closed its keep-alive connection: the finally closes ours
         finally:
             writer.close()
 

@@ -105,7 +105,7 @@ def receiver(port: int) -> None:
                     writer.write(OK)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
-            pass
+            return  # the client closed its keep-alive connection: the finally closes ours
         finally:
             writer.close()
 
