@@ -53,6 +53,7 @@ class ClaimedJob:
     trace_context: str | None = None
     # The delivery contract where it differs from the default webhook (``Job.request``,
     # ``scheduling.jobs.requests``: method, sealed headers, format, timeout, retry, ...).
+    # Shared by the jobs of one read whose stored text is the same: never change it in place.
     request: dict[str, Any] | None = None
 
 

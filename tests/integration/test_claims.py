@@ -216,3 +216,27 @@ def test_write_back_with_the_batch_epoch_checks_that_lease(team, base) -> None:
     assert set(Job.objects.filter(id__in=[j.id for j in got]).values_list("status", flat=True)) == {
         JobStatus.DELIVERED
     }
+
+
+def test_a_read_decodes_each_distinct_request_once(team, base) -> None:
+    jobs = schedule(team, base, n=300)
+    shard = collections.Counter(j.shard for j in jobs).most_common(1)[0][0]
+    mine = sorted((j for j in jobs if j.shard == shard), key=lambda j: j.due_at)
+    shaped = {"method": "PUT", "format": "payload"}
+    Job.objects.filter(id__in=[j.id for j in mine[:-1]]).update(request=shaped)
+    Job.objects.filter(id=mine[-1].id).update(request={"method": "PATCH"})
+    epoch = leases.lease_acquire(owner="a", shards=[shard], now=base, until=base + L)[shard]
+    got = take.batch_take(
+        owner="a",
+        epoch=epoch,
+        bucket=keys.bucket_of(base, 60),
+        shard=shard,
+        now=base + timedelta(seconds=10),
+        limit=500,
+    )
+    by_id = {job.id: job for job in got}
+    assert len(by_id) == len(mine) >= 3
+    same = [by_id[j.id].request for j in mine[:-1]]
+    assert all(r == shaped for r in same)
+    assert all(r is same[0] for r in same)  # one decode, one dict shared
+    assert by_id[mine[-1].id].request == {"method": "PATCH"}
