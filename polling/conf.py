@@ -21,6 +21,11 @@ def poll_interval_seconds() -> float:
     return float(settings.SENDLATER_POLL_INTERVAL_SECONDS)
 
 
+def wake_listen() -> bool:
+    """Whether a poller listens for other pollers' wake-ups (``polling.common.wakeups``)."""
+    return bool(settings.SENDLATER_WAKE_LISTEN)
+
+
 def batch_size() -> int:
     return int(settings.SENDLATER_BATCH_SIZE)
 

@@ -376,6 +376,13 @@ SENDLATER_WRITEBACK_MILLISECONDS = env.float("SENDLATER_WRITEBACK_MILLISECONDS",
 # ones it has out, and re-reads it from its start this often for rows written behind
 # that point meanwhile (late writes into the open bucket): their extra wait at most.
 SENDLATER_RESCAN_MILLISECONDS = env.float("SENDLATER_RESCAN_MILLISECONDS", default=1000.0)
+# A poller's write-back that inserts jobs due now (callbacks, topic children) wakes the
+# pollers owning their shards at once (polling.common.wakeups); across processes on
+# PostgreSQL through LISTEN/NOTIFY, which needs a session of its own: off by default
+# behind pgbouncer's transaction pooling (the wake-ups then reach this process only).
+SENDLATER_WAKE_LISTEN = env.bool(
+    "SENDLATER_WAKE_LISTEN", default=not env.bool("SENDLATER_PGBOUNCER", default=False)
+)
 # How often each poller sweeps late writes behind its shards' checkpoints.
 SENDLATER_SWEEP_SECONDS = env.float("SENDLATER_SWEEP_SECONDS", default=30)
 # Recurring schedules: each occurrence becomes a job at least this many seconds ahead

@@ -21,6 +21,7 @@ from datetime import datetime
 
 from polling import conf, metrics
 from polling.common.database_time import DB_TIME, DatabaseTime
+from polling.common.wakeups import WakeListener, Wakeup
 from polling.dispatch.base import PipelinedSink, Sink
 from polling.engine.pipeline import Pipeline
 from polling.engine.pump import WAIT_SLICE_SECONDS, Pump
@@ -42,6 +43,8 @@ logger = logging.getLogger(__name__)
 # A failover (docs/ha.md) takes seconds: a poller retries at least this often, so it
 # is back within one cap of the new primary's promotion.
 FAILURE_BACKOFF_CAP_SECONDS = 5.0
+# An idle poller waiting for its next pass looks at ``stopping`` this often.
+STOP_CHECK_SECONDS = 0.25
 
 
 class Poller:
@@ -76,6 +79,9 @@ class Poller:
         self.lease_seconds = scheduling_conf.lease_seconds()
         self.width = scheduling_conf.bucket_seconds()
         self.stopping = threading.Event()
+        # Jobs just written due now into a shard of ours (a callback, a topic's child):
+        # the next pass starts at once (``polling.common.wakeups``).
+        self.wakeup = Wakeup()
         self._next_sweep = 0.0
         self._time = DatabaseTime()  # this poller's reading; DB_TIME is the process's
         self._failures = 0  # consecutive failed iterations
@@ -163,6 +169,7 @@ class Poller:
     def run(self, *, once: bool = False) -> None:
         """Loop until ``stop()`` (or one pass with ``once``), then shut down cleanly."""
         renewer = LeaseRenewer.started(owner=self.name, lease_seconds=self.lease_seconds)
+        listener = WakeListener.started(wakeup=self.wakeup, name=self.name)
         try:
             while not self.stopping.is_set():
                 started = time.monotonic()
@@ -180,30 +187,43 @@ class Poller:
                     )
                     self.stopping.wait(delay)
                 elif not busy:
-                    self._wait(self._pause(time.monotonic() - started))
+                    self._wait(self._pause(time.monotonic() - started), since=started)
         finally:
+            if listener is not None:
+                listener.stop()
             renewer.stop()
             self.shutdown()
 
-    def _wait(self, seconds: float) -> None:
+    def _wait(self, seconds: float, *, since: float | None = None) -> None:
         """Wait ``seconds`` for the next pass, writing back outcomes as they arrive.
 
+        A wake-up (jobs just written due now into one of this poller's shards) ends
+        the wait, though not sooner than a tenth of the poll interval after the pass
+        that began at ``since`` (monotonic): a stream of wake-ups still polls in passes.
         Never raises: a write-back that fails here (the database went away) is
         handled like a failed pass.
         """
-        deadline = time.monotonic() + seconds
+        now = time.monotonic()
+        deadline = now + seconds
+        earliest = (now if since is None else since) + self.poll_interval / 10
         while not self.stopping.is_set():
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            woken = self.wakeup.relevant(self.leases)
+            if woken:
+                deadline = min(deadline, earliest)
+            remaining = deadline - now
             if remaining <= 0:
                 return
-            if not self.pipeline.in_flight:
+            if self.pipeline.in_flight:
+                try:
+                    self.pump.pump(wait=min(remaining, WAIT_SLICE_SECONDS))
+                except Exception:
+                    self._fail("write-back between passes")
+                    return
+            elif woken:
                 self.stopping.wait(remaining)
-                return
-            try:
-                self.pump.pump(wait=min(remaining, WAIT_SLICE_SECONDS))
-            except Exception:
-                self._fail("write-back between passes")
-                return
+            else:  # in slices: a stop (a signal handler sets ``stopping``) ends it too
+                self.wakeup.wait(min(remaining, STOP_CHECK_SECONDS))
 
     def _pause(self, elapsed: float) -> float:
         """How long to wait after an iteration that emptied every batch it claimed.
@@ -322,6 +342,9 @@ class Poller:
         full across passes.
         """
         self.claimed_last, self.shard_reads.next_due = 0, None
+        woken, anywhere = self.wakeup.take()  # this pass reads what was written before it
+        if woken or anywhere:  # ... behind its cursors too
+            self.pipeline.cursors.woken(None if anywhere else woken)
         self._anchor(now or self.clock())
         self.pump.pump()
         self._maintain()

@@ -12,12 +12,18 @@ cursor: a rescan from the start finds it, and so does the first read after the
 (and passes over them), so its interval adapts: ``rescan_seconds`` after one that
 found late rows, doubling after each that found none, up to ``RESCAN_BACKOFF`` times
 that (a burst with no late writes rescans rarely; a stream of them, every interval).
+
+A wake-up (``polling.common.wakeups``: another write-back inserted jobs due now into
+the shard) may be such a late row: a poller's write-back takes its ``now`` before it
+commits, while this poller reads jobs due up to its own ``now``, so in a stream of
+due jobs a callback or a topic's child can commit just behind the cursor. A woken
+shard's cursors rescan at the next read, at most every ``WOKEN_RESCAN_SECONDS``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
@@ -26,6 +32,7 @@ from polling.dispatch.base import ClaimedJob
 
 RESCAN_SECONDS = 1.0
 RESCAN_BACKOFF = 4  # the longest interval, in rescan_seconds
+WOKEN_RESCAN_SECONDS = 0.25  # a woken shard's cursors rescan at most this often
 
 
 @dataclass(slots=True)
@@ -35,6 +42,7 @@ class _Cursor:
     at_top: int = 0  # jobs in flight due exactly at ``top``
     rescan_at: float = 0.0  # monotonic time of the next rescan from the start
     rescan_every: float = RESCAN_SECONDS
+    rescanned_at: float = 0.0  # monotonic time of the last rescan (or of the cursor's start)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +83,8 @@ class ReadCursors:
         late = any(job.due_at < read.rescan_below for job in jobs)
         limit = self.rescan_seconds * RESCAN_BACKOFF
         cursor.rescan_every = self.rescan_seconds if late else min(limit, 2 * cursor.rescan_every)
-        cursor.rescan_at = time.monotonic() + cursor.rescan_every
+        cursor.rescanned_at = time.monotonic()
+        cursor.rescan_at = cursor.rescanned_at + cursor.rescan_every
 
     def handed(self, jobs: Iterable[ClaimedJob], *, shard_read: bool = True) -> None:
         """``jobs`` (one read, due order) entered the window.
@@ -101,9 +110,11 @@ class ReadCursors:
     def _cursor(self, shard: int, bucket: datetime) -> _Cursor:
         cursor = self._cursors.get((shard, bucket))
         if cursor is None:
+            now = time.monotonic()
             cursor = self._cursors[(shard, bucket)] = _Cursor(
-                rescan_at=time.monotonic() + self.rescan_seconds,
+                rescan_at=now + self.rescan_seconds,
                 rescan_every=self.rescan_seconds,
+                rescanned_at=now,
             )
         return cursor
 
@@ -124,6 +135,14 @@ class ReadCursors:
         reads (a busy host's) may lie behind the cursors."""
         for cursor in self._cursors.values():
             cursor.rescan_at = 0.0
+
+    def woken(self, shards: Collection[int] | None) -> None:
+        """Jobs due now were written into ``shards`` (None: any): their cursors rescan
+        at the next read, or ``WOKEN_RESCAN_SECONDS`` after their last rescan."""
+        for (shard, _), cursor in self._cursors.items():
+            if shards is None or shard in shards:
+                soon = cursor.rescanned_at + WOKEN_RESCAN_SECONDS
+                cursor.rescan_at = min(cursor.rescan_at, soon)
 
     def clear(self) -> None:
         self._cursors.clear()

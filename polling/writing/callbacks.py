@@ -28,6 +28,7 @@ from django.db import transaction
 
 from polling.common.failpoints import failpoint
 from polling.common.sql import dt, id_in, is_postgres, placeholders, rowcount, uid
+from polling.common.wakeups import due_now_written
 from polling.dispatch.base import ClaimedJob, Outcome
 from polling.writing.writeback import Result
 from scheduling import keys
@@ -168,6 +169,7 @@ def events_insert(
     ids = new_job_ids(len(events))
     builders: dict[int, JobBuilder] = {}
     jobs = []
+    shards = set()
     for (team_id, about, url, event), callback_id in zip(events, ids, strict=True):
         builder = builders.get(team_id)
         if builder is None:
@@ -185,7 +187,7 @@ def events_insert(
                     "id": callback_id,
                     "due_at": now,
                     "bucket": place,
-                    "shard": keys.shard_of(callback_id, counts[place]),
+                    "shard": (shard := keys.shard_of(callback_id, counts[place])),
                     "target_kind": "webhook",
                     "target": url,
                     "payload": event,
@@ -194,7 +196,9 @@ def events_insert(
                 }
             )
         )
+        shards.add(shard)
     jobs_insert(jobs)
+    due_now_written(shards)  # their shards' owners read them at once
     return ids
 
 

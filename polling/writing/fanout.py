@@ -19,6 +19,7 @@ the endpoint is disabled). Its own attempts, retries, dead letter and callbacks 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,6 +29,7 @@ from uuid import UUID
 from django.db import transaction
 
 from polling.common.failpoints import failpoint
+from polling.common.wakeups import due_now_written
 from polling.dispatch.base import ClaimedJob
 from polling.writing.callbacks import extras_write
 from polling.writing.writeback import Result
@@ -103,6 +105,7 @@ def fanout_write(plan: FanOut | None, *, written: Collection[UUID], now: datetim
     ids = iter(new_job_ids(sum(len(eps) for _, _, eps in parents)))
     builders: dict[int, JobBuilder] = {}
     children = []
+    shards = set()
     named = []
     for job, result, endpoints in parents:
         builder = builders.get(job.team_id)
@@ -116,9 +119,11 @@ def fanout_write(plan: FanOut | None, *, written: Collection[UUID], now: datetim
                 request_fingerprint="",
             )
         inherited = {k: v for k, v in (job.request or {}).items() if k not in _NOT_INHERITED}
+        payload_json = json.dumps(job.payload, separators=(",", ":"))  # once for its children
         mine: dict[str, str] = {}
         for endpoint in endpoints:
             child_id = next(ids)
+            shards.add(shard := keys.shard_of(child_id, count))
             mine[endpoint.name] = str(child_id)
             request = {
                 **inherited,
@@ -133,10 +138,11 @@ def fanout_write(plan: FanOut | None, *, written: Collection[UUID], now: datetim
                         "id": child_id,
                         "due_at": now,
                         "bucket": place,
-                        "shard": keys.shard_of(child_id, count),
+                        "shard": shard,
                         "target_kind": "webhook",
                         "target": endpoint.url,
                         "payload": job.payload,
+                        "_payload_json": payload_json,
                         "metadata": job.metadata,
                         "expires_at": job.expires_at,
                         "flow_control_key": endpoint.key,
@@ -147,6 +153,7 @@ def fanout_write(plan: FanOut | None, *, written: Collection[UUID], now: datetim
             )
         named.append((result, {**(job.request or {}), CHILDREN: mine}, None))
     jobs_insert(children)
+    due_now_written(shards)  # their shards' owners read them at once
     extras_write(named)
     # Fault tests: die with the children committed, none delivered yet.
     transaction.on_commit(lambda: failpoint("fanout_committed"))

@@ -88,7 +88,7 @@ _SQLITE_ROW = "(" + ", ".join(["%s"] * 12) + ")"
 
 
 WRITE_BACK_DELIVERED_SQL = """
-UPDATE scheduling_job AS j SET status = 'delivered', attempts = j.attempts + 1, last_error = '',
+UPDATE scheduling_job AS j SET status = %s, attempts = j.attempts + 1, last_error = '',
     updated_at = %s, delivered_at = %s,
     last_attempt_at = to_timestamp((d.m -> j.id::text ->> 0)::bigint / 1e6),
     last_attempt_ms = (d.m -> j.id::text ->> 1)::integer,
@@ -111,28 +111,40 @@ _FENCE_ONE_LEASE = LEASE_FENCE.format(shard="%s", epoch="%s")
 
 
 def write_back(*, owner: str, results: Sequence[Result], now: datetime) -> set[UUID]:
-    """Write a group's results; return the ids written. At most two statements.
+    """Write a group's results; return the ids written. At most three statements.
 
-    Delivered rows (the common case) are, on PostgreSQL, one UPDATE by id list,
-    each row's attempt read from one JSON parameter: the statement's text is the
-    same whatever the group's size, and the id list is a constant the planner
-    probes the primary key with, so a partition with stale statistics (filled
-    minutes ago) is still read by index. Every other outcome (retry, deferred, dead, expired),
-    and all of them on SQLite, go in one UPDATE ... FROM (VALUES ...). Call inside
-    one transaction.
+    Delivered rows (the common case) are, on PostgreSQL, one UPDATE by id list
+    (topic jobs fanned out another), each row's attempt read from one JSON
+    parameter: the statement's text is the same whatever the group's size, and the
+    id list is a constant the planner probes the primary key with, so a partition
+    with stale statistics (filled minutes ago) is still read by index. Every other
+    outcome (retry, deferred, dead, expired), and all of them on SQLite, go in one
+    UPDATE ... FROM (VALUES ...). Call inside one transaction.
     """
-    fast = is_postgres()
-    delivered = [r for r in results if fast and r.status == "delivered" and r.from_bucket is None]
-    others = [
-        r for r in results if not (fast and r.status == "delivered" and r.from_bucket is None)
-    ]
-    written = _write_delivered(owner, delivered, now) if delivered else []
+    fast: dict[str, list[Result]] = {}
+    others = []
+    pg = is_postgres()
+    for r in results:
+        if pg and r.status in _FAST and r.from_bucket is None:
+            fast.setdefault(r.status, []).append(r)
+        else:
+            others.append(r)
+    written = []
+    for status, group in fast.items():
+        written += _write_delivered(owner, status, group, now)
     if others:
         written += _write_values(owner, others, now)
     return {to_uuid(job_id) for (job_id,) in written}
 
 
-def _write_delivered(owner: str, results: Sequence[Result], now: datetime) -> list[tuple]:
+# The outcomes written by id list: a delivered job, and a topic job fanned out (its
+# children were inserted in this transaction), each one statement a group.
+_FAST = frozenset({"delivered", "fanned_out"})
+
+
+def _write_delivered(
+    owner: str, status: str, results: Sequence[Result], now: datetime
+) -> list[tuple]:
     buckets = sorted({r.bucket for r in results})
     shards = sorted({r.shard for r in results})
     epochs = {(r.shard, r.epoch) for r in results}
@@ -159,7 +171,7 @@ def _write_delivered(owner: str, results: Sequence[Result], now: datetime) -> li
             for r in results
         }
     ).decode()
-    params = [dt(now), dt(now), attempts, *(dt(b) for b in buckets), *shards, *id_params]
+    params = [status, dt(now), dt(now), attempts, *(dt(b) for b in buckets), *shards, *id_params]
     return fetch_all(sql, [*params, *fence_params])
 
 

@@ -6,7 +6,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from polling.dispatch.base import ClaimedJob
-from polling.reading.cursors import RESCAN_BACKOFF, ReadCursors
+from polling.reading.cursors import RESCAN_BACKOFF, WOKEN_RESCAN_SECONDS, ReadCursors
 
 BUCKET = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
 
@@ -74,3 +74,25 @@ def test_a_rescan_comes_at_the_interval_and_backs_off_while_it_finds_nothing(mon
     cursors.rescanned(3, BUCKET, read, [job(1)])  # a late row: back to every second
     clock.shift(1.01)
     assert cursors.plan(3, BUCKET, 10).rescan_below is not None
+
+
+def test_a_woken_shard_rescans_soon_but_not_more_often_than_the_woken_interval(
+    monkeypatch,
+) -> None:
+    clock = Clock()
+    monkeypatch.setattr("polling.reading.cursors.time", clock)
+    cursors = ReadCursors(rescan_seconds=1.0)
+    cursors.handed([job(5), job(6)])
+    cursors.handed([job(5, shard=4)])
+    cursors.woken({3})  # a callback was written into shard 3 (maybe behind its cursor)
+    assert cursors.plan(3, BUCKET, 10).rescan_below is None  # just started: not yet
+    clock.shift(WOKEN_RESCAN_SECONDS + 0.01)
+    read = cursors.plan(3, BUCKET, 10)
+    assert read.after is None and read.rescan_below == BUCKET + timedelta(seconds=6)
+    assert cursors.plan(4, BUCKET, 10).rescan_below is None  # not woken: its own interval
+    cursors.rescanned(3, BUCKET, read, [])
+    cursors.woken(None)  # any shard (a listener back after a reconnect)
+    assert cursors.plan(3, BUCKET, 10).rescan_below is None  # rescanned just now
+    clock.shift(WOKEN_RESCAN_SECONDS + 0.01)
+    assert cursors.plan(3, BUCKET, 10).rescan_below is not None
+    assert cursors.plan(4, BUCKET, 10).rescan_below is not None
