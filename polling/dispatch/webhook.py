@@ -212,16 +212,8 @@ class WebhookSink:
             # headers set is theirs: sent as it is, and no span of ours)
             if traced and job.trace_context and (request is None or not _traced(headers)):
                 headers, span_id = delivery_headers(job, headers)
-            outgoing = Outgoing(
-                token,
-                job.target,
-                str(job.id),
-                body,
-                headers,
-                keys,
-                signed_at,
-                method=method,
-                timeout=timeout,
+            outgoing = Outgoing(  # positional: a keyword costs per job
+                token, job.target, str(job.id), body, headers, keys, signed_at, method, timeout
             )
             pending.append((token, (job, done, signed_at, signed_mono, span_id)))
             batch.append(outgoing)

@@ -35,9 +35,10 @@ from polling.writing.callbacks import extras_write
 from polling.writing.writeback import Result
 from scheduling import keys
 from scheduling.choices import EndpointState
-from scheduling.models import JobStatus, Team, TopicEndpoint
+from scheduling.models import Job, JobStatus, Team, TopicEndpoint
 from scheduling.sharding.buckets import shard_counts_record
 from scheduling.sharding.clock import open_bucket
+from scheduling.storage.gcpause import gc_paused
 from scheduling.storage.jobinsert import JobBuilder, jobs_insert, new_job_ids
 from scheduling.topics.models import delivery_key
 
@@ -102,6 +103,24 @@ def fanout_write(plan: FanOut | None, *, written: Collection[UUID], now: datetim
         return 0
     place = open_bucket(now)
     count = shard_counts_record([place])[place]
+    with gc_paused():  # ten thousand short-lived rows a group, none in a cycle
+        children, shards, named = _children_build(parents, place, count, now)
+        jobs_insert(children)
+    due_now_written(shards)  # their shards' owners read them at once
+    extras_write(named)
+    # Fault tests: die with the children committed, none delivered yet.
+    transaction.on_commit(lambda: failpoint("fanout_committed"))
+    return len(children)
+
+
+def _children_build(
+    parents: list[tuple[ClaimedJob, Result, list[_Endpoint]]],
+    place: datetime,
+    count: int,
+    now: datetime,
+) -> tuple[list[Job], set[int], list[tuple[Result, dict[str, Any], None]]]:
+    """The parents' children (one per endpoint), their shards, and each parent's
+    ``request`` naming them."""
     ids = iter(new_job_ids(sum(len(eps) for _, _, eps in parents)))
     builders: dict[int, JobBuilder] = {}
     children = []
@@ -152,12 +171,7 @@ def fanout_write(plan: FanOut | None, *, written: Collection[UUID], now: datetim
                 )
             )
         named.append((result, {**(job.request or {}), CHILDREN: mine}, None))
-    jobs_insert(children)
-    due_now_written(shards)  # their shards' owners read them at once
-    extras_write(named)
-    # Fault tests: die with the children committed, none delivered yet.
-    transaction.on_commit(lambda: failpoint("fanout_committed"))
-    return len(children)
+    return children, shards, named
 
 
 def _endpoints_enabled(topics: set[tuple[int, str]]) -> dict[tuple[int, str], list[_Endpoint]]:
