@@ -123,6 +123,7 @@ def _children_build(
     ``request`` naming them."""
     ids = iter(new_job_ids(sum(len(eps) for _, _, eps in parents)))
     builders: dict[int, JobBuilder] = {}
+    texts: dict[tuple[str, int, str, str], tuple[dict[str, Any], str]] = {}
     children = []
     shards = set()
     named = []
@@ -139,18 +140,16 @@ def _children_build(
             )
         inherited = {k: v for k, v in (job.request or {}).items() if k not in _NOT_INHERITED}
         payload_json = json.dumps(job.payload, separators=(",", ":"))  # once for its children
+        parent_id = str(job.id)
+        topic_of = f',"{TOPIC_OF}":{json.dumps(parent_id)}}}'
         mine: dict[str, str] = {}
         for endpoint in endpoints:
             child_id = next(ids)
             shards.add(shard := keys.shard_of(child_id, count))
             mine[endpoint.name] = str(child_id)
-            request = {
-                **inherited,
-                **(endpoint.request or {}),
-                TOPIC_OF: str(job.id),
-                TOPIC: job.target,
-                ENDPOINT: endpoint.name,
-            }
+            shared, shared_json = _shared_request(texts, inherited, job, endpoint)
+            request = {**shared, TOPIC_OF: parent_id}
+            request_json = shared_json[:-1] + topic_of  # the endpoint's text, this parent's id
             children.append(
                 builder.build(
                     {
@@ -166,12 +165,38 @@ def _children_build(
                         "expires_at": job.expires_at,
                         "flow_control_key": endpoint.key,
                         "request": request,
+                        "_request_json": request_json,
                         "trace_context": job.trace_context,
                     }
                 )
             )
         named.append((result, {**(job.request or {}), CHILDREN: mine}, None))
     return children, shards, named
+
+
+def _shared_request(
+    texts: dict[tuple[str, int, str, str], tuple[dict[str, Any], str]],
+    inherited: dict[str, Any],
+    job: ClaimedJob,
+    endpoint: _Endpoint,
+) -> tuple[dict[str, Any], str]:
+    """What every child of ``endpoint`` sends whose parent's request is ``inherited``
+    (the parent's settings under the endpoint's, its topic and endpoint: all but the
+    parent's id), and its JSON text; made once per (inherited, team, topic, endpoint)
+    in ``texts``."""
+    topic = job.target
+    key = (
+        json.dumps(inherited, sort_keys=True) if inherited else "",
+        job.team_id,
+        topic,
+        endpoint.name,
+    )
+    found = texts.get(key)
+    if found is None:
+        shared = {**inherited, **(endpoint.request or {}), TOPIC: topic, ENDPOINT: endpoint.name}
+        shared.pop(TOPIC_OF, None)  # the child's own parent, spliced in after
+        found = texts[key] = (shared, json.dumps(shared, separators=(",", ":")))
+    return found
 
 
 def _endpoints_enabled(topics: set[tuple[int, str]]) -> dict[tuple[int, str], list[_Endpoint]]:

@@ -180,9 +180,19 @@ def _rows(jobs: Iterable[Job]) -> Iterator[tuple[object, ...]]:
             d["schedule_id"],
             d["scheduled_for"],
             d["flow_control_key"],
-            None if d["request"] is None else _jsonb(d["request"]),
+            _request_jsonb(d),
             d["trace_context"],
         )
+
+
+def _request_jsonb(d: dict[str, Any]) -> str | None:
+    """The row's ``request`` as binary jsonb text: ``_request_json`` when the caller
+    encoded it already (a topic's children), else encoded here."""
+    text = d.get("_request_json")
+    if text:
+        return _JSONB_VERSION + text
+    request = d["request"]
+    return None if request is None else _jsonb(request)
 
 
 def jobs_insert(jobs: Iterable[Job]) -> None:

@@ -288,3 +288,48 @@ def test_a_schedule_naming_a_topic_fans_each_occurrence_out(team, settings) -> N
     assert occurrences.count() == 2
     got = by_endpoint(rx)
     assert len(got["a"]) == 2 and len(got["b"]) == 2
+
+
+def test_each_childs_request_is_its_parents_under_its_endpoints_and_names_its_parent(
+    team,
+) -> None:
+    from scheduling.models import Team, TopicEndpoint
+
+    base = future_base()
+    other = Team.objects.create(slug="other-team", name="Other")
+    for owner, timeout in ((team, 7), (other, 9)):  # the same names, each team its own
+        topic_put(
+            team=owner,
+            name="orders",
+            endpoints=[
+                EndpointSpec(name="billing", url="http://127.0.0.1:9/b"),
+                EndpointSpec(
+                    name="crm",
+                    url="http://127.0.0.1:9/c",
+                    request=DeliveryRequest(format="payload", timeout_seconds=timeout),
+                ),
+            ],
+        )
+    parents = [
+        topic_job(team, base),
+        topic_job(team, base),
+        topic_job(team, base, timeout_seconds=3, headers={"X-Shape": "1"}),
+        topic_job(other, base, timeout_seconds=3, headers={"X-Shape": "1"}),
+    ]
+    poller = poller_build()
+    run(poller, base, [1])  # the fan-out (the children wait for the next pass)
+    for parent in parents:
+        children = children_of(parent)
+        assert set(children) == {"billing", "crm"}
+        inherited = {k: v for k, v in parent.request.items() if k not in ("callbacks", "children")}
+        for name, child in children.items():
+            endpoint = TopicEndpoint.objects.get(topic__team=parent.team, name=name)
+            assert child.request == {
+                **inherited,
+                **(endpoint.request or {}),
+                "topic_of": str(parent.id),
+                "topic": "orders",
+                "endpoint": name,
+            }
+    crm_timeouts = {children_of(p)["crm"].request["timeout_seconds"] for p in parents}
+    assert crm_timeouts == {7, 9}  # the endpoint's own setting, per team
