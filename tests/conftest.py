@@ -28,6 +28,16 @@ def _fresh_api_key_cache() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_endpoint_clears() -> Iterator[None]:
+    # Endpoints cleared lately are remembered per process; a test's rollback undoes it.
+    from polling.writing.endpoint_health import cleared_forget
+
+    cleared_forget()
+    yield
+    cleared_forget()
+
+
+@pytest.fixture(autouse=True)
 def _fresh_db_time() -> Iterator[None]:
     # A poller anchors the process-wide database clock, maybe to a test's made-up time.
     from polling.common.database_time import DB_TIME

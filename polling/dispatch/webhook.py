@@ -98,6 +98,10 @@ _HEADERS = [
     f"user-agent: {USER_AGENT}",
     "expect:",  # no 100-continue round trip
 ]
+# The stored request's keys that change what is sent (``shaped_request``, the method
+# and timeout): a request with none of them (callbacks or capture only, a topic's
+# child) sends the default webhook.
+_SHAPING = frozenset({"format", "content_type", "method", "headers_sealed", "timeout_seconds"})
 
 
 def shaped_request(job: ClaimedJob, request: dict) -> tuple[bytes, list[str]]:
@@ -196,7 +200,7 @@ class WebhookSink:
             token = next(self._tokens)
             request = job.request
             method, timeout = "POST", 0.0
-            if request is None:  # the default webhook: most jobs
+            if request is None or _SHAPING.isdisjoint(request):  # the default webhook
                 body, headers = request_body(job), _HEADERS
             else:
                 try:

@@ -15,11 +15,19 @@ topic, result), bounded as the flow keys' series are (SENDLATER_METRICS_FLOW_KEY
 Its own small transaction, after the write-back's: the endpoint's state is not part
 of any job's outcome, and a crash between the two only delays the disabling to the
 next failure. Groups without topic deliveries cost one pass and no query.
+
+A delivered endpoint's clearing UPDATE runs at most once every ``CLEAR_EVERY_SECONDS``
+per endpoint in a process (a burst of deliveries to it writes once a second, not once
+a write-back group); a failure this process records for it makes the next delivery
+clear again at once. A failure another poller records just after this process's
+clear is cleared by this process's deliveries within that second: far inside the
+disable period.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
@@ -45,6 +53,15 @@ logger = logging.getLogger(__name__)
 
 EVENT = "endpoint.disabled"
 _Endpoint = tuple[int, str, str]  # team id, topic, endpoint id
+
+CLEAR_EVERY_SECONDS = 1.0
+_CLEARED_KEPT = 10_000  # endpoints remembered at most (all forgotten past it)
+_cleared: dict[_Endpoint, float] = {}  # endpoint -> monotonic time this process cleared it
+
+
+def cleared_forget() -> None:
+    """Forget which endpoints this process cleared lately (tests: a rollback undoes it)."""
+    _cleared.clear()
 
 
 def endpoints_health(
@@ -77,10 +94,17 @@ def endpoints_health(
             counts[job.team_id, endpoint[1], "retry" if result.status == "pending" else "dead"] += 1
     _export(counts)
     failed -= ok  # one went through: the endpoint is not all failing
-    if ok:
-        TopicEndpoint.objects.filter(_matching(ok), failing_since__isnull=False).update(
+    clock = time.monotonic()
+    for endpoint in failed:  # its failing_since may be set now: the next success clears
+        _cleared.pop(endpoint, None)
+    stale = {e for e in ok if clock - _cleared.get(e, -CLEAR_EVERY_SECONDS) >= CLEAR_EVERY_SECONDS}
+    if stale:
+        TopicEndpoint.objects.filter(_matching(stale), failing_since__isnull=False).update(
             failing_since=None
         )
+        if len(_cleared) + len(stale) > _CLEARED_KEPT:
+            _cleared.clear()
+        _cleared.update(dict.fromkeys(stale, clock))
     if not failed:
         return 0
     TopicEndpoint.objects.filter(

@@ -333,3 +333,42 @@ def test_each_childs_request_is_its_parents_under_its_endpoints_and_names_its_pa
             }
     crm_timeouts = {children_of(p)["crm"].request["timeout_seconds"] for p in parents}
     assert crm_timeouts == {7, 9}  # the endpoint's own setting, per team
+
+
+def test_a_burst_to_a_healthy_endpoint_clears_it_once_a_second_and_after_a_failure_at_once(
+    team, django_assert_num_queries
+) -> None:
+    from uuid import uuid4
+
+    from polling.dispatch.base import ClaimedJob
+    from polling.writing.endpoint_health import endpoints_health
+    from polling.writing.writeback import Result
+    from scheduling.models import TopicEndpoint
+
+    topic_put(team=team, name="orders", endpoints=[EndpointSpec(name="a", url="http://x.test/")])
+    now = future_base()
+    request = {"topic": "orders", "endpoint": "a", "topic_of": str(uuid4())}
+
+    def group(status: str, n: int = 3) -> int:
+        jobs = [
+            ClaimedJob(uuid4(), team.id, now, now, 0, 1, "webhook", "http://x.test/", {}, {}, None)
+            for _ in range(n)
+        ]
+        for job in jobs:
+            job.request = request
+        results = [Result(j.id, status, now, now, 0) for j in jobs]
+        return endpoints_health(jobs=jobs, results=results, written={j.id for j in jobs}, now=now)
+
+    endpoint = TopicEndpoint.objects.get(name="a")
+    with django_assert_num_queries(1):
+        group("delivered")  # the first delivery clears (one UPDATE)
+    with django_assert_num_queries(0):
+        group("delivered")  # the next ones within the second write nothing
+    with django_assert_num_queries(2):  # set failing_since, look for the long failing
+        group("pending")
+    endpoint.refresh_from_db()
+    assert endpoint.failing_since == now and endpoint.state == "enabled"
+    with django_assert_num_queries(1):
+        group("delivered")  # after a failure it recorded: at once
+    endpoint.refresh_from_db()
+    assert endpoint.failing_since is None
