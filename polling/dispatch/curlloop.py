@@ -30,7 +30,7 @@ import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime
+from functools import lru_cache
 from multiprocessing.connection import Connection
 
 import certifi
@@ -38,7 +38,8 @@ import pycurl
 
 from polling.dispatch.hostguard import HostGuard, HostOpen
 from polling.dispatch.hosts import host_key
-from polling.dispatch.signing import signed_headers
+from polling.dispatch.signing import signature_for
+from polling.dispatch.wire import Reply, reply_wire
 from scheduling import netguard
 
 logger = logging.getLogger(__name__)
@@ -50,38 +51,6 @@ _REPLY_BATCH = 256  # replies sent to the poller's process in one message at mos
 # Replies wait up to this long to travel together: each message wakes a thread of the
 # poller's process, which then waits for the GIL, so fewer, larger messages.
 _REPLY_LINGER_SECONDS = 0.005
-
-
-@dataclass(slots=True)
-class Reply:
-    """What became of one request. ``status`` is None when no response arrived."""
-
-    status: int | None = None
-    retry_after: str | None = None  # the Retry-After header, as sent
-    excerpt: bytes = b""
-    error: str = ""
-    kind: str = ""  # "" | "timeout" | "network" | "blocked" | "host_open" | "truncated"
-    wait_hint: float | None = None  # seconds (host_open): when to try again
-    started: float = 0.0  # monotonic, when the request left the host's queue
-    finished: float = 0.0
-    content_type: str = ""  # the response's Content-Type, as sent
-
-
-@dataclass(slots=True)
-class Outgoing:
-    """What the poller's process sends: one webhook to sign and deliver."""
-
-    token: int  # the sender's key for the reply
-    url: str
-    msg_id: str
-    body: bytes
-    headers: list[str]  # besides the three signature headers
-    secrets: list[str]
-    timestamp: datetime  # webhook-timestamp (the database's clock)
-    # The job's delivery contract (``scheduling.jobs.requests``): its method (GET and
-    # DELETE send no body) and its whole request's limit in seconds (0: the service's).
-    method: str = "POST"
-    timeout: float = 0.0
 
 
 @dataclass(slots=True)
@@ -99,6 +68,49 @@ class Request:
     chunks: list[bytes] = field(default_factory=list)  # the body read so far
     method: str = "POST"  # as Outgoing
     timeout: float = 0.0  # as Outgoing: also the request's silence limit when set
+
+
+class _Slot:
+    """One handle's callbacks, set on it once; ``request`` is the request it runs."""
+
+    __slots__ = ("allowlist", "request", "size")
+
+    def __init__(self, allowlist: netguard.Allowlist) -> None:
+        self.allowlist = allowlist
+        self.request: Request | None = None
+        self.size = 0
+
+    def take(self, request: Request) -> None:
+        self.request, self.size = request, 0
+
+    def on_body(self, chunk: bytes) -> int | None:
+        request = self.request
+        assert request is not None
+        request.heard = time.monotonic()
+        self.size += len(chunk)
+        request.chunks.append(chunk)
+        if self.size > MAX_BODY_READ_BYTES:
+            request.reply.kind = "truncated"
+            return 0  # cut the transfer: the connection is dropped
+        return None
+
+    def open_socket(self, _purpose: int, address: tuple) -> socket.socket | int:
+        request = self.request
+        assert request is not None
+        family, socktype, protocol, sockaddr = address
+        ip = netguard.literal_address(sockaddr[0])
+        try:
+            if ip is None:
+                raise netguard.BlockedTarget(f"unexpected address {sockaddr[0]!r}")
+            if not self.allowlist.allows_name(request.hostname):
+                netguard.check_address(ip, self.allowlist)
+        except netguard.BlockedTarget as error:
+            request.reply.kind, request.reply.error = "blocked", f"blocked: {error}"
+            return pycurl.SOCKET_BAD
+        return socket.socket(family, socktype, protocol)
+
+
+_host_key = lru_cache(maxsize=4096)(host_key)  # the same few URLs, request after request
 
 
 class CurlLoop:
@@ -123,11 +135,12 @@ class CurlLoop:
         self._next_stall_scan = 0.0
         self._freed = False  # a request finished since the last wait (its slot is free)
         self._inbox: deque[Request] = deque()
-        self._outbox: list[tuple[int, Reply]] = []
+        self._outbox: list[tuple[int, tuple]] = []  # (token, reply_wire(...))
         self._outbox_since = 0.0  # when the oldest reply not yet sent arrived
         self._waiting: dict[str, deque[Request]] = {}
         self._active: dict[str, int] = {}
         self._running: dict[pycurl.Curl, Request] = {}
+        self._slots: dict[pycurl.Curl, _Slot] = {}  # every handle's callbacks
         self._idle_handles: list[pycurl.Curl] = []
         self._caps: dict[str, int] = {}  # per host: this poller's share of its budget
         # Handles last set up for another method or timeout than the default (reset on reuse).
@@ -167,22 +180,23 @@ class CurlLoop:
                 self._freed = True  # a cap may have grown: waiting requests may start
                 continue
             now = time.monotonic()
-            for out in message:
-                headers = [
-                    *out.headers,
-                    *(
-                        f"{name}: {value}"
-                        for name, value in signed_headers(
-                            secrets=out.secrets,
-                            msg_id=out.msg_id,
-                            timestamp=out.timestamp,
-                            body=out.body,
-                        ).items()
-                    ),
-                ]
-                request = Request(out.token, out.url, out.body, headers)
-                request.method, request.timeout = out.method, out.timeout
-                request.host, request.hostname = host_key(out.url)
+            for token, url, msg_id, body, headers, secrets, seconds, method, timeout in message:
+                signature = signature_for(
+                    secrets=secrets, msg_id=msg_id, seconds=seconds, body=body
+                )
+                request = Request(
+                    token,
+                    url,
+                    body,
+                    [
+                        *headers,
+                        f"webhook-id: {msg_id}",
+                        f"webhook-timestamp: {seconds}",
+                        f"webhook-signature: {signature}",
+                    ],
+                )
+                request.method, request.timeout = method, timeout
+                request.host, request.hostname = _host_key(url)
                 request.queued = now
                 self._inbox.append(request)
 
@@ -232,43 +246,9 @@ class CurlLoop:
 
     def _start(self, request: Request, trial: bool) -> None:
         handle = self._idle_handles.pop() if self._idle_handles else self._new_handle()
-        reply = request.reply
-        reply.started = time.monotonic()
+        request.reply.started = time.monotonic()
         request.trial = trial
-        chunks = request.chunks
-        size = [0]
-
-        def on_body(chunk: bytes) -> int | None:
-            request.heard = time.monotonic()
-            size[0] += len(chunk)
-            chunks.append(chunk)
-            if size[0] > MAX_BODY_READ_BYTES:
-                reply.kind = "truncated"
-                return 0  # cut the transfer: the connection is dropped
-            return None
-
-        def on_header(line: bytes) -> None:
-            request.heard = time.monotonic()
-            if line[:12].lower() == b"retry-after:":
-                reply.retry_after = line[12:].decode("latin-1").strip()
-            elif line[:13].lower() == b"content-type:":
-                reply.content_type = line[13:200].decode("latin-1").strip()
-
-        hostname = request.hostname
-
-        def open_socket(_purpose: int, address: tuple) -> socket.socket | int:
-            family, socktype, protocol, sockaddr = address
-            ip = netguard.literal_address(sockaddr[0])
-            try:
-                if ip is None:
-                    raise netguard.BlockedTarget(f"unexpected address {sockaddr[0]!r}")
-                if not self.allowlist.allows_name(hostname):
-                    netguard.check_address(ip, self.allowlist)
-            except netguard.BlockedTarget as error:
-                reply.kind, reply.error = "blocked", f"blocked: {error}"
-                return pycurl.SOCKET_BAD
-            return socket.socket(family, socktype, protocol)
-
+        self._slots[handle].take(request)
         handle.setopt(pycurl.URL, request.url)
         if request.method != "POST" or request.timeout:
             self._shape(handle, request)
@@ -277,9 +257,6 @@ class CurlLoop:
                 self._unshape(handle)
             handle.setopt(pycurl.POSTFIELDS, request.body)
         handle.setopt(pycurl.HTTPHEADER, request.headers)
-        handle.setopt(pycurl.WRITEFUNCTION, on_body)
-        handle.setopt(pycurl.HEADERFUNCTION, on_header)
-        handle.setopt(pycurl.OPENSOCKETFUNCTION, open_socket)
         self._running[handle] = request
         self._multi.add_handle(handle)
 
@@ -326,6 +303,12 @@ class CurlLoop:
         # check averages in the upload and cannot tell silence under ~5 s).
         total = self.connect_timeout + 3 * self.read_timeout
         handle.setopt(pycurl.TIMEOUT_MS, max(1, int(total * 1000)))
+        # The callbacks are the handle's for its life; each request it runs is put in
+        # its slot (three closures and setopts a request less). No header callback:
+        # the two headers kept are read from libcurl when the request ends (_finish).
+        slot = self._slots[handle] = _Slot(self.allowlist)
+        handle.setopt(pycurl.WRITEFUNCTION, slot.on_body)
+        handle.setopt(pycurl.OPENSOCKETFUNCTION, slot.open_socket)
         return handle
 
     def _perform(self) -> None:
@@ -357,18 +340,23 @@ class CurlLoop:
         quiet_since = now - self.read_timeout
         silent = []
         for handle, request in self._running.items():
+            started = request.reply.started
             if request.timeout:  # the job's own limit, for silence too
-                if request.reply.started < now - request.timeout:
+                if started < now - request.timeout:
                     silent.append(handle)
                 continue
-            if request.heard:
-                if request.heard < quiet_since:
+            if started >= quiet_since:
+                continue  # younger than the read timeout
+            heard = request.heard  # the last body byte; before any, the first byte
+            if not heard:
+                first = handle.getinfo(pycurl.STARTTRANSFER_TIME)
+                heard = started + first if first else 0.0
+            if heard:
+                if heard < quiet_since:
                     silent.append(handle)
-                continue
-            if request.reply.started >= quiet_since:
                 continue
             sent = handle.getinfo(pycurl.PRETRANSFER_TIME)
-            if sent and request.reply.started + sent < quiet_since:
+            if sent and started + sent < quiet_since:
                 silent.append(handle)
         for handle in silent:
             request = self._running[handle]
@@ -381,9 +369,15 @@ class CurlLoop:
     def _finish(self, handle: pycurl.Curl, code: int | None, message: str) -> None:
         request = self._running.pop(handle)
         self._multi.remove_handle(handle)
+        self._slots[handle].request = None
         reply = request.reply
         reply.finished = time.monotonic()
         status = handle.getinfo(pycurl.RESPONSE_CODE) or None
+        if status:
+            reply.content_type = (handle.getinfo(pycurl.CONTENT_TYPE) or "")[:200]
+            if status in (429, 503):  # Retry-After in seconds (a date: from now); 0: none
+                seconds = handle.getinfo(pycurl.RETRY_AFTER)
+                reply.retry_after = str(seconds) if seconds > 0 else None
         reply.excerpt = b"".join(request.chunks)[:MAX_BODY_READ_BYTES]
         request.chunks = []
         truncated = reply.kind == "truncated"
@@ -416,7 +410,7 @@ class CurlLoop:
     def _deliver(self, request: Request) -> None:
         if not self._outbox:
             self._outbox_since = time.monotonic()
-        self._outbox.append((request.token, request.reply))
+        self._outbox.append((request.token, reply_wire(request.reply)))
 
     def _wait(self) -> None:
         freed, self._freed = self._freed, False

@@ -57,8 +57,8 @@ class HostGuard:
         A probe only checks; it never takes the half-open trial.
         """
         with self._lock:
-            breaker = self._breakers.setdefault(host, _Breaker())
-            if breaker.failures < self.failure_threshold:
+            breaker = self._breakers.get(host)
+            if breaker is None or breaker.failures < self.failure_threshold:
                 return False
             now = self.clock()
             if now < breaker.open_until or breaker.trial_in_flight:
@@ -91,12 +91,15 @@ class HostGuard:
 
     def record(self, host: str, *, ok: bool, trial: bool = False) -> None:
         with self._lock:
-            breaker = self._breakers.setdefault(host, _Breaker())
+            breaker = self._breakers.get(host)
+            if ok:  # closed again (a healthy host's breaker: nothing to reset)
+                if breaker is not None:
+                    del self._breakers[host]
+                return
+            if breaker is None:
+                breaker = self._breakers[host] = _Breaker()
             if trial:
                 breaker.trial_in_flight = False
-            if ok:
-                self._breakers[host] = _Breaker()
-                return
             breaker.failures += 1
             if breaker.failures >= self.failure_threshold:
                 breaker.cooldown = min(

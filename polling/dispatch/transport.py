@@ -25,8 +25,9 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from polling.dispatch.curlloop import CurlLoop, Outgoing, Reply
+from polling.dispatch.curlloop import CurlLoop
 from polling.dispatch.hostguard import HostGuard
+from polling.dispatch.wire import Outgoing, Reply, outgoing_wire, replies_read
 
 __all__ = ["Outgoing", "Reply", "TransportProcess"]
 
@@ -72,7 +73,7 @@ class TransportProcess:
                 self._start()
             self._outstanding.update(out.token for out in batch)
             assert self._conn is not None
-            self._conn.send(batch)
+            self._conn.send(outgoing_wire(batch))
 
     def caps(self, caps: dict[str, int]) -> None:
         """This poller's share of each host's concurrency (``polling.flow.host_shares``);
@@ -115,7 +116,7 @@ class TransportProcess:
     def _read(self, conn: Connection) -> None:
         try:
             while True:
-                batch = conn.recv()
+                batch = replies_read(conn.recv())
                 with self._lock:
                     self._outstanding.difference_update(token for token, _ in batch)
                 self.on_replies(batch)

@@ -24,6 +24,7 @@ from django.conf import settings
 from polling.common.database_time import DB_TIME
 from polling.dispatch.base import ClaimedJob, Done, Outcome, deliver_all
 from polling.dispatch.hostguard import HostGuard
+from polling.dispatch.signing import unix_seconds
 from polling.dispatch.spans import delivery_headers, delivery_span
 from polling.dispatch.team_secrets import SecretsLookup, team_signing_secrets
 from polling.dispatch.transport import Outgoing, Reply, TransportProcess
@@ -189,6 +190,7 @@ class WebhookSink:
         secrets = self.secrets_for({job.team_id for job in jobs})
         signed_at = self.clock()  # the database's clock (receivers check it, +-5 min)
         signed_mono = time.monotonic()
+        seconds = unix_seconds(signed_at)  # webhook-timestamp
         traced = tracing.TRACER is not None  # off: nothing of tracing per job
         batch: list[Outgoing] = []
         pending = []
@@ -217,7 +219,7 @@ class WebhookSink:
             if traced and job.trace_context and (request is None or not _traced(headers)):
                 headers, span_id = delivery_headers(job, headers)
             outgoing = Outgoing(  # positional: a keyword costs per job
-                token, job.target, str(job.id), body, headers, keys, signed_at, method, timeout
+                token, job.target, str(job.id), body, headers, keys, seconds, method, timeout
             )
             pending.append((token, (job, done, signed_at, signed_mono, span_id)))
             batch.append(outgoing)

@@ -95,6 +95,23 @@ def test_rotation_sends_both_signatures(allow_loopback) -> None:
     Webhook(OLD_SECRET).verify(request.body, request.headers)
 
 
+def test_a_kept_response_has_its_content_type_and_excerpt(allow_loopback) -> None:
+    with running_receiver() as rx:
+        sink = make_sink()
+        job = claimed(rx.url("/typed"))
+        job.request = {"capture_response": True}
+        failing = claimed(rx.url("/busy"))
+        outcomes = sink.deliver([job, failing])
+        sink.close()
+    kept, refused = outcomes
+    assert (kept.result, kept.content_type, kept.excerpt) == (
+        "delivered",
+        "application/json; charset=utf-8",
+        '{"ok":true}',
+    )
+    assert refused.excerpt == "slow down" and refused.retry_after_seconds == 7.0
+
+
 def test_outcomes_by_status(allow_loopback) -> None:
     with running_receiver() as rx:
         sink = make_sink()

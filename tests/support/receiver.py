@@ -87,6 +87,11 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                 "/fail": (500, b"x" * 5000, {}),
                 "/bad": (400, b"bad request", {}),
                 "/redirect": (302, b"", {"Location": "/ok"}),
+                "/typed": (
+                    200,
+                    b'{"ok":true}',
+                    {"Content-Type": "application/json; charset=utf-8"},
+                ),
             }
             status, payload, headers = answers.get(path, (404, b"no such path", {}))
             self._answer(status, payload, headers)
