@@ -28,6 +28,7 @@ from typing import Any
 from polling.dispatch.curlloop import CurlLoop
 from polling.dispatch.hostguard import HostGuard
 from polling.dispatch.wire import Outgoing, Reply, outgoing_wire, replies_read
+from scheduling.storage.gcpause import gc_settle
 
 __all__ = ["Outgoing", "Reply", "TransportProcess"]
 
@@ -38,7 +39,9 @@ def _transport_main(conn: Connection, config: dict[str, Any]) -> None:
     """The transport process: serve ``conn`` until it closes or says stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the poller, which stops us
     guard = HostGuard(**config.pop("guard"))
-    CurlLoop(conn=conn, guard=guard, **config).run()
+    loop = CurlLoop(conn=conn, guard=guard, **config)
+    gc_settle()
+    loop.run()
 
 
 class TransportProcess:

@@ -1,4 +1,5 @@
-"""Pausing Python's cyclic garbage collector around one bounded bulk operation.
+"""Pausing Python's cyclic garbage collector around one bounded bulk operation, and
+settling it for a long-running process (a poller, its transport).
 
 A 1,000-job batch allocates tens of thousands of small containers (job field
 dicts, model states, parsed request items), none in a reference cycle, all freed
@@ -31,3 +32,23 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+# A long-running process's young objects are collected every this many allocations
+# (Python's default: 700).
+SETTLED_GEN0 = 20_000
+
+
+def gc_settle() -> None:
+    """Call once a long-running process has started (Django loaded, its parts built).
+
+    Everything alive then (modules, settings, the ORM's state: hundreds of thousands of
+    objects) is frozen out of the collector, so no full collection walks it again, and
+    young collections run every ``SETTLED_GEN0`` allocations. Measured in a poller
+    delivering webhooks (``perf``): the collector took about 15 % of its CPU, most of it
+    walking what start-up left. Garbage in cycles is still collected, less often.
+    """
+    gc.collect()
+    gc.freeze()
+    _gen0, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(SETTLED_GEN0, gen1, gen2)

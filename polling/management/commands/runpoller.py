@@ -22,6 +22,7 @@ from polling.engine.poller import Poller
 from polling.ownership import stall_bounds
 from polling.ownership.registration import PollerNameInUse
 from scheduling import handlers
+from scheduling.storage.gcpause import gc_settle
 
 logger = logging.getLogger("polling.runpoller")
 
@@ -124,6 +125,8 @@ class Command(BaseCommand):
         # Threads that wake for I/O (webhook replies, the lease renewer) wait for the
         # GIL while the loop runs Python: hand it over within 1 ms, not the default 5.
         sys.setswitchinterval(_SWITCH_INTERVAL_SECONDS)
+        if not options["once"]:  # a long run: what start-up built is never walked again
+            gc_settle()
         poller.run(once=options["once"])
 
 
