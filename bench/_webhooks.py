@@ -114,9 +114,19 @@ def webhook_bench(
         drop()
 
 
-def deferrals_written(ports: list[int]) -> int:
-    """Deferred outcomes the pollers wrote back (their ``sendlater_deliveries_total``)."""
-    total = 0.0
+def pollers_metrics(ports: list[int]) -> dict[str, float]:
+    """What the benchmark reads off the pollers' ``/metrics``, summed over them:
+    ``deferred`` (deferred outcomes written back, ``sendlater_deliveries_total``),
+    ``claims`` / ``claimed`` (claim statements and the jobs they took) and
+    ``groups`` / ``grouped`` (write-back statements and the outcomes they wrote)."""
+    wanted = {
+        'sendlater_deliveries_total{result="deferred"}': "deferred",
+        "sendlater_claim_batch_size_count": "claims",
+        "sendlater_claim_batch_size_sum": "claimed",
+        "sendlater_writeback_group_size_count": "groups",
+        "sendlater_writeback_group_size_sum": "grouped",
+    }
+    totals = dict.fromkeys(wanted.values(), 0.0)
     for port in ports:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as rsp:
@@ -124,6 +134,7 @@ def deferrals_written(ports: list[int]) -> int:
         except OSError:
             continue
         for line in text.splitlines():
-            if line.startswith('sendlater_deliveries_total{result="deferred"}'):
-                total += float(line.split()[-1])
-    return int(total)
+            name, _, value = line.rpartition(" ")
+            if name in wanted:
+                totals[wanted[name]] += float(value)
+    return totals

@@ -31,7 +31,8 @@ webhook sink:
 Prints ``name[shape,P=p]: value unit`` lines: delivered_per_second, lag_p50/p99/max
 (seconds, at the receiver), lost, duplicates, early, poller_peak_rss_mb and
 ratio_to_raw (delivered_per_second over the raw reference's requests/s),
-deferral_writes (deferred outcomes written back, from the pollers' metrics) and
+deferral_writes (deferred outcomes written back, from the pollers' metrics), claims
+and writebacks (statements, and jobs per statement, from the same metrics) and
 cpu_us_per_delivered for the pollers, their transport processes, the database's
 backends and the receiver (read from /proc from the due instant to the end of the
 run); for the raw reference, raw_cpu_us_per_request of the client and of the
@@ -70,7 +71,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench._cpu import CpuGroups, children_of, cmdline, postgres_pids  # noqa: E402
 from bench._webhooks import (  # noqa: E402
-    deferrals_written,
+    pollers_metrics,
     pollers_stop,
     request_read,
     webhook_bench,
@@ -383,7 +384,8 @@ def run(
             break
     seconds = cpu.stop()
     sent = stats.get("unique", 0) - received
-    deferred = deferrals_written(metrics_ports)
+    scraped = pollers_metrics(metrics_ports)
+    deferred = int(scraped["deferred"])
     rss = max(peak_rss_mb(child.pid) for child in _children)
     pollers_stop(_children)
     stats = receiver_get(args.port, "/stats")
@@ -391,6 +393,12 @@ def run(
     tag = f"[{shape},P={pollers}]"
     share = deferred / max(1, stats.get("unique", 0))
     print(f"deferral_writes{tag}: {deferred} jobs ({share:.2%} of delivered)")
+    for what, count, total in (
+        ("claims", "claims", "claimed"),
+        ("writebacks", "groups", "grouped"),
+    ):
+        n = scraped[count]
+        print(f"{what}{tag}: {n:.0f} statements, {scraped[total] / max(1.0, n):.0f} jobs each")
     for name, spent in seconds.items():
         print(f"cpu_us_per_delivered{tag}[{name}]: {spent * 1e6 / max(1, sent):.1f} us")
     if args.traced:
