@@ -75,7 +75,7 @@ UPDATE scheduling_job AS j SET
     last_status_code = CASE WHEN v.v_tried = 1 THEN v.v_code ELSE j.last_status_code END
 FROM v
 WHERE j.bucket IN ({buckets}) AND j.id {ids} AND j.id = v.v_id
-  AND j.bucket = v.v_from_bucket AND j.status = 'pending' AND """
+  AND j.bucket = v.v_from_bucket AND {pending} AND """
     + _FENCE_PER_ROW
     + "\nRETURNING id"
 )
@@ -95,12 +95,13 @@ UPDATE scheduling_job AS j SET status = %s, attempts = j.attempts + 1, last_erro
     last_status_code = (d.m -> j.id::text ->> 2)::smallint
 FROM (SELECT %s::jsonb AS m) AS d
 WHERE j.bucket IN ({buckets}) AND j.shard IN ({shards}) AND j.id {ids}
-  AND j.status = 'pending' AND {fence}
+  AND {pending} AND {fence}
 RETURNING id"""
 # Each row's attempt comes from one JSON object keyed by id (``d.m``): a one-row join,
 # so the plan stays the id list's primary-key probes. A join to the group's rows
 # (VALUES or unnest) lets PostgreSQL plan a nested loop over the whole bucket when
 # the partition's statistics are stale (filled minutes ago): seconds, not a millisecond.
+
 _FENCE_ROW_EPOCH = (
     "EXISTS (SELECT 1 FROM polling_shardlease l WHERE l.shard = j.shard AND l.owner = %s"
     " AND l.epoch = (d.m -> j.id::text ->> 3)::bigint AND l.expires_at > %s)"
@@ -109,15 +110,33 @@ _FENCE_ROW_EPOCH = (
 # is probed once for the statement instead of once per row.
 _FENCE_ONE_LEASE = LEASE_FENCE.format(shard="%s", epoch="%s")
 
+# Both statements address their rows by id, and are planned to probe the primary key
+# (id, bucket) once per id, whatever the partition's statistics say. A partition
+# filled seconds ago has none (autovacuum analyzes it a minute or more later): the
+# planner then takes ``bucket = X`` for one row and walks the bucket's whole pending
+# index (``job_pending_bucket_shard_due``), or the partition itself, filtering by id:
+# 100,000 entries for each group of 1,000, ~70 us of PostgreSQL a delivered job on a
+# burst (auto_explain, ``bench/webhook.py`` shape b, 2026-12-06). So on PostgreSQL:
+# - the pending test compares under the "C" collation, which the planner cannot match
+#   to the partial indexes' ``status = 'pending'`` (a proof needs the same collation);
+#   the answer is the same, "C" and the default collation both comparing equal
+#   strings as equal;
+# - the statements run with sequential scans off (``SET LOCAL``, put back after them),
+#   which leaves the primary key as the one path.
+_PENDING = {True: "j.status COLLATE \"C\" = 'pending'", False: "j.status = 'pending'"}
+_SEQSCAN_OFF = "SET LOCAL enable_seqscan = off"
+_SEQSCAN_ON = "SET LOCAL enable_seqscan = on"
+
 
 def write_back(*, owner: str, results: Sequence[Result], now: datetime) -> set[UUID]:
-    """Write a group's results; return the ids written. At most three statements.
+    """Write a group's results; return the ids written. At most three UPDATEs (on
+    PostgreSQL between two ``SET LOCAL`` of the planner, see ``_PENDING``).
 
     Delivered rows (the common case) are, on PostgreSQL, one UPDATE by id list
     (topic jobs fanned out another), each row's attempt read from one JSON
     parameter: the statement's text is the same whatever the group's size, and the
-    id list is a constant the planner probes the primary key with, so a partition
-    with stale statistics (filled minutes ago) is still read by index. Every other
+    id list is probed in the primary key, also in a partition with stale or no
+    statistics (filled seconds ago). Every other
     outcome (retry, deferred, dead, expired), and all of them on SQLite, go in one
     UPDATE ... FROM (VALUES ...). Call inside one transaction.
     """
@@ -130,10 +149,14 @@ def write_back(*, owner: str, results: Sequence[Result], now: datetime) -> set[U
         else:
             others.append(r)
     written = []
+    if pg and results:
+        rowcount(_SEQSCAN_OFF, [])
     for status, group in fast.items():
         written += _write_delivered(owner, status, group, now)
     if others:
         written += _write_values(owner, others, now)
+    if pg and results:
+        rowcount(_SEQSCAN_ON, [])
     return {to_uuid(job_id) for (job_id,) in written}
 
 
@@ -159,6 +182,7 @@ def _write_delivered(
         shards=placeholders(len(shards)),
         ids=in_ids,
         fence=fence,
+        pending=_PENDING[True],
     )
     attempts = orjson.dumps(
         {
@@ -196,7 +220,10 @@ def _write_values(owner: str, results: Sequence[Result], now: datetime) -> list[
     buckets = sorted({r.claimed_bucket for r in results})
     in_ids, id_params = id_in([r.job_id for r in results])
     sql = WRITE_BACK_SQL.format(
-        rows=", ".join([row] * len(results)), buckets=placeholders(len(buckets)), ids=in_ids
+        rows=", ".join([row] * len(results)),
+        buckets=placeholders(len(buckets)),
+        ids=in_ids,
+        pending=_PENDING[is_postgres()],
     )
     tail = [*(dt(b) for b in buckets), *id_params, owner, dt(now)]
     return fetch_all(sql, [*params, dt(now), dt(now), *tail])
