@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from io import StringIO
 
 import pytest
@@ -171,6 +171,22 @@ def test_plain_table_retention_deletes_old_terminal_rows_only(team) -> None:
     assert "SQLite keeps the jobs table as a plain table" in out.getvalue()
 
 
+def _due_at_once(team, jobs: int) -> tuple[datetime, list[Job], Poller]:
+    """``jobs`` due one second after a future base, and a poller holding every shard
+    whose clock stands five seconds after it (lease renewal out of the way): its next
+    ``shard_reads.read(base, shard, ...)`` reads one shard's share of them."""
+    from tests.support.pollers import future_base, poller_build
+
+    base = future_base()
+    specs = [job_spec(due_at=base + timedelta(seconds=1)) for _ in range(jobs)]
+    scheduled = [job for job, _ in job_schedule_many(team=team, specs=specs, now=base)]
+    poller = poller_build(batch_size=2000)
+    poller.iterate(now=base - timedelta(seconds=5))  # leases, partitions; nothing due yet
+    poller._anchor(base + timedelta(seconds=5))
+    poller.ownership.next_renewal = base + timedelta(hours=1)  # lease renewal is time-gated
+    return base, scheduled, poller
+
+
 @pytest.mark.parametrize("jobs", [20, 1500])
 def test_a_batch_costs_the_same_statements_whatever_its_size(team, jobs) -> None:
     """The read (window lock, SELECT, batch row) and the write-back (one UPDATE, the
@@ -178,17 +194,9 @@ def test_a_batch_costs_the_same_statements_whatever_its_size(team, jobs) -> None
     attempt row for a delivery."""
     from django.test.utils import CaptureQueriesContext
 
-    from tests.support.pollers import future_base, poller_build
-
-    base = future_base()
-    specs = [job_spec(due_at=base + timedelta(seconds=1)) for _ in range(jobs)]
-    scheduled = [job for job, _ in job_schedule_many(team=team, specs=specs, now=base)]
+    base, scheduled, poller = _due_at_once(team, jobs)
     shard = scheduled[0].shard
     in_shard = sum(job.shard == shard for job in scheduled)
-    poller = poller_build(batch_size=2000)
-    poller.iterate(now=base - timedelta(seconds=5))  # leases, partitions; nothing due yet
-    poller._anchor(base + timedelta(seconds=5))
-    poller.ownership.next_renewal = base + timedelta(hours=1)  # lease renewal is time-gated
     with CaptureQueriesContext(connection) as queries:
         claimed = poller.shard_reads.read(base, shard, 2000)
         poller.pump.settle()
@@ -214,11 +222,8 @@ def test_the_write_back_probes_the_primary_key_in_a_partition_never_analyzed(
     bucket's pending index or a scan of the partition (which it did: 100,000 index
     entries walked for each 1,000 jobs)."""
     from polling.writing import writeback
-    from tests.support.pollers import future_base, poller_build
 
-    base = future_base()
-    specs = [job_spec(due_at=base + timedelta(seconds=1)) for _ in range(3000)]
-    scheduled = [job for job, _ in job_schedule_many(team=team, specs=specs, now=base)]
+    base, scheduled, poller = _due_at_once(team, 3000)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT s.last_analyze, s.last_autoanalyze FROM pg_stat_user_tables s"
@@ -236,10 +241,6 @@ def test_the_write_back_probes_the_primary_key_in_a_partition_never_analyzed(
 
     monkeypatch.setattr(writeback, "fetch_all", explained)
     shard = scheduled[0].shard
-    poller = poller_build(batch_size=2000)
-    poller.iterate(now=base - timedelta(seconds=5))  # leases, partitions; nothing due yet
-    poller._anchor(base + timedelta(seconds=5))
-    poller.ownership.next_renewal = base + timedelta(hours=1)
     assert poller.shard_reads.read(base, shard, 2000)
     poller.pump.settle()
     assert len(plans) == 1
