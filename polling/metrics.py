@@ -40,6 +40,11 @@ FENCED_REJECTED = Counter(
 SWEEP_MOVED = Counter(
     "sendlater_sweep_moved_total", "Late-written rows moved from behind a checkpoint."
 )
+BREAKER_HELD = Counter(
+    "sendlater_webhooks_breaker_held_total",
+    "Webhooks refused by their host's open circuit breaker (no request made) and held "
+    "in the poller's window until its cool-down ends: no write, no attempt.",
+)
 POLLER_ERRORS = Counter(
     "sendlater_poller_iteration_errors_total", "Poller iterations that failed (leases dropped)."
 )

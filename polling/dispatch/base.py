@@ -7,7 +7,8 @@ simple sink has only ``deliver(jobs) -> outcomes`` and answers a batch before it
 returns (test sinks, custom sinks); the pipeline runs it inline. Sinks must not
 raise for a single job's failure: that is an Outcome with ``result="retry"`` (or
 ``"dead"`` when retrying cannot help, ``"deferred"`` when the job was not tried:
-it goes back to pending without counting as an attempt). Sinks are built as
+it goes back to pending without counting as an attempt, or, refused by its host's
+open circuit breaker, waits in the poller's window, unwritten). Sinks are built as
 ``SinkClass(concurrency=n)`` (see ``polling.dispatch.router``).
 """
 
@@ -70,6 +71,9 @@ class Outcome:
     # has a success callback): its Content-Type and a bounded excerpt of its body.
     content_type: str = ""
     excerpt: str | None = None
+    # "deferred" by the host's open circuit breaker (no request was made): the pipeline
+    # holds the job in its window until the cool-down ends (``HostLanes.hold``).
+    breaker_open: bool = False
 
 
 class _AboutAJob(Protocol):

@@ -32,6 +32,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
 from multiprocessing.connection import Connection
+from urllib.parse import urlsplit
 
 import certifi
 import pycurl
@@ -220,9 +221,17 @@ class CurlLoop:
             try:
                 self.guard.check(request.host)
             except HostOpen as error:
-                self._answer(request, kind="host_open", error=str(error), hint=error.retry_after)
+                self._refuse(request, error)
                 continue
             waiting.append(request)
+
+    def _refuse(self, request: Request, error: HostOpen) -> None:
+        """Answer a request the host's open breaker refused: ``host_open`` (an attempt
+        that failed) on a path that has been failing, ``host_held`` (not tried) on
+        another: a failing path must not cost the host's healthy ones attempts."""
+        failing = urlsplit(request.url).path in error.paths
+        kind = "host_open" if failing else "host_held"
+        self._answer(request, kind=kind, error=str(error), hint=error.retry_after)
 
     def _start_ready(self) -> None:
         default_cap, caps = self.guard.max_per_host, self._caps
@@ -234,9 +243,7 @@ class CurlLoop:
                 try:
                     trial = self.guard.admit(host)
                 except HostOpen as error:
-                    self._answer(
-                        request, kind="host_open", error=str(error), hint=error.retry_after
-                    )
+                    self._refuse(request, error)
                     continue
                 self._start(request, trial)
                 active += 1
@@ -395,7 +402,8 @@ class CurlLoop:
         ok = reply.kind == "blocked" or (
             reply.status is not None and reply.status < 500 and reply.status != 429
         )
-        self.guard.record(host, ok=ok, trial=request.trial)
+        path = "" if ok else urlsplit(request.url).path
+        self.guard.record(host, ok=ok, trial=request.trial, path=path)
         self._active[host] = self._active.get(host, 1) - 1
         self._idle_handles.append(handle)
         self._freed = True

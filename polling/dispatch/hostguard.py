@@ -5,6 +5,10 @@ One slow or failing endpoint must not stall a shard. Each host gets at most
 in a row is skipped (its jobs retried later) for a cool-down that doubles on each
 failed trial, up to ``max_cooldown``. After the cool-down one trial request goes
 through (half-open); its success closes the breaker.
+
+The breaker remembers the paths of the failures since the host's last success
+(``HostOpen.paths``): a refused job on one of them was predicted to fail (the
+refusal counts as its attempt), one on another path was not (it waits, untried).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -22,14 +26,19 @@ class _Breaker:
     open_until: float = 0.0
     cooldown: float = 0.0
     trial_in_flight: bool = False
+    paths: set[str] = field(default_factory=set)  # failing since the last success
+
+
+_MAX_PATHS = 100  # failing paths remembered per host
 
 
 class HostOpen(Exception):
     """The host's breaker is open; ``retry_after`` seconds until it may be tried."""
 
-    def __init__(self, host: str, retry_after: float) -> None:
+    def __init__(self, host: str, retry_after: float, paths: frozenset[str] = frozenset()) -> None:
         super().__init__(f"circuit open for {host} after repeated failures")
         self.retry_after = retry_after
+        self.paths = paths  # the URL paths that failed since the host's last success
 
 
 class HostGuard:
@@ -62,7 +71,7 @@ class HostGuard:
                 return False
             now = self.clock()
             if now < breaker.open_until or breaker.trial_in_flight:
-                raise HostOpen(host, max(breaker.open_until - now, 1.0))
+                raise HostOpen(host, max(breaker.open_until - now, 1.0), frozenset(breaker.paths))
             if probe:
                 return False
             breaker.trial_in_flight = True
@@ -89,7 +98,8 @@ class HostGuard:
         """
         return self._admit(host)
 
-    def record(self, host: str, *, ok: bool, trial: bool = False) -> None:
+    def record(self, host: str, *, ok: bool, trial: bool = False, path: str = "") -> None:
+        """An answer from ``host`` (``path``: the URL path of a failure)."""
         with self._lock:
             breaker = self._breakers.get(host)
             if ok:  # closed again (a healthy host's breaker: nothing to reset)
@@ -101,6 +111,8 @@ class HostGuard:
             if trial:
                 breaker.trial_in_flight = False
             breaker.failures += 1
+            if path and len(breaker.paths) < _MAX_PATHS:
+                breaker.paths.add(path)
             if breaker.failures >= self.failure_threshold:
                 breaker.cooldown = min(
                     self.max_cooldown,

@@ -267,6 +267,14 @@ class WebhookSink:
         if reply.status is None:
             if reply.kind == "blocked":  # the guard refused; retrying cannot help
                 return Outcome(job.id, "dead", error=reply.error[:ERROR_EXCERPT_CHARS])
+            if reply.kind == "host_held":  # refused on a healthy path: not an attempt
+                return Outcome(
+                    job.id,
+                    "deferred",
+                    error=reply.error[:ERROR_EXCERPT_CHARS],
+                    retry_after_seconds=reply.wait_hint,
+                    breaker_open=True,
+                )
             return Outcome(
                 job.id,
                 "retry",

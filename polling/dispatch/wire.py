@@ -42,8 +42,9 @@ class Reply:
     retry_after: str | None = None  # the Retry-After header's seconds (None: none, or 0)
     excerpt: bytes = b""
     error: str = ""
-    kind: str = ""  # "" | "timeout" | "network" | "blocked" | "host_open" | "truncated"
-    wait_hint: float | None = None  # seconds (host_open): when to try again
+    # "" | "timeout" | "network" | "blocked" | "host_open" | "host_held" | "truncated"
+    kind: str = ""
+    wait_hint: float | None = None  # seconds (host_open, host_held): when to try again
     started: float = 0.0  # monotonic, when the request left the host's queue
     finished: float = 0.0
     content_type: str = ""  # the response's Content-Type, as sent

@@ -219,6 +219,19 @@ class Pipeline:
                 self._ready_since = time.monotonic()
         return len(dropped)
 
+    def release_held(self) -> int:
+        """Hand back the jobs held for a host's breaker cool-down (unwritten, as
+        ``release_parked``): a settling pass does not wait out a cool-down."""
+        if not self.hosts.parked:
+            return 0
+        hosts = self.hosts
+        dropped = hosts.drop_parked(lambda job: job.target_kind != "webhook" or not hosts.held(job))
+        if dropped:
+            self._released.extend(dropped)
+            if self._ready_since is None:
+                self._ready_since = time.monotonic()
+        return len(dropped)
+
     def _send(self, live: list[ClaimedJob]) -> None:
         """Send ``live`` (each webhook only as its host has room: ``HostLanes``)."""
         if live:
@@ -282,6 +295,9 @@ class Pipeline:
         if sent is None or sent[0].batch != job.batch:
             return 0
         del self._sent[job.id]
+        if outcome.breaker_open and self.hosts.hold(job, outcome.retry_after_seconds):
+            metrics.BREAKER_HELD.inc()  # back in the window, untried: nothing to write
+            return 1
         self.hosts.answered(job, outcome)
         if self._ready_since is None:
             self._ready_since = time.monotonic()

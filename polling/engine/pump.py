@@ -84,6 +84,7 @@ class Pump:
             wait = WAIT_SLICE_SECONDS if until_send is None else min(WAIT_SLICE_SECONDS, until_send)
             self.pipeline.collect(timeout=max(wait, 0.001))
             self.pipeline.send_parked(self._now())
+            self.pipeline.release_held()  # a breaker's cool-down is not waited out
             if self.pipeline.all_answered or self.pipeline.write_due():
                 self.write_back()
             else:

@@ -11,6 +11,14 @@ back. A host at its limit is *busy*: the shard reads leave its jobs out
 and never fills the window; when it has room again (half its limit) the reads take
 it in again, from the start of each bucket (``freed``).
 
+A job the transport refused because the host's circuit breaker is open (no request
+was made) is *held*: put back at the head of its lane, untried and unwritten, and the
+host's limit is 0 until the cool-down ends (so it is busy: the reads leave it out).
+Then one job goes at a time (the breaker's half-open trial) until an answer that
+closes the breaker comes back. A healthy host's jobs never lose attempts to a
+breaker that another path of the host keeps tripping, and an open breaker costs no
+writes (``hold``).
+
 Only webhook jobs have a lane; other jobs pass straight through.
 """
 
@@ -41,6 +49,15 @@ class _Lane:
     origins: set[str] = field(default_factory=set)  # "scheme://netloc" as the URLs write it
     busy: bool = False
     idle_since: float = 0.0
+    held_until: float = 0.0  # monotonic: the breaker's cool-down; 0: not held
+    requeued: int = 0  # held jobs at the head of ``parked`` (kept in the order sent)
+
+
+def _host_fine(outcome: Outcome) -> bool:
+    """Whether an answer closes the host's breaker: it answered, and not 5xx or 429
+    (as ``polling.dispatch.curlloop`` records it)."""
+    code = outcome.status_code
+    return code is not None and code < 500 and code != 429
 
 
 class HostLanes:
@@ -66,6 +83,7 @@ class HostLanes:
         # target URL -> (host key, origin): a cache, so a URL is parsed once, not per job
         self._hosts: dict[str, tuple[str, str]] = {}
         self._busy: set[str] = set()
+        self._held: set[str] = set()  # hosts whose breaker refused a job (``hold``)
         self._excluded: list[str] | None = []  # None: to be rebuilt from _busy
         self._next_refresh = 0.0
         self._last_refresh = 0.0
@@ -115,6 +133,9 @@ class HostLanes:
         if lane is None:
             return
         lane.out = max(0, lane.out - 1)
+        if lane.held_until and _host_fine(outcome) and self.clock() >= lane.held_until:
+            lane.held_until = 0.0  # the breaker's trial went through: open the lane again
+            self._held.discard(host)
         if lane.busy:
             self._mark(host, lane)
         took = outcome.duration_seconds
@@ -127,6 +148,30 @@ class HostLanes:
         if not lane.out and not lane.parked:
             lane.idle_since = self.clock()
 
+    def hold(self, job: ClaimedJob, retry_after: float | None) -> bool:
+        """The transport refused ``job`` (its host's breaker is open, for ``retry_after``
+        seconds): park it again at the head of its lane, unwritten and not an attempt,
+        and hold the host until then. False: ``job`` has no lane (write it deferred)."""
+        if job.target_kind != "webhook":
+            return False
+        host = self._host_of(job.target)[0]
+        lane = self._lanes.get(host)
+        if lane is None:
+            return False
+        lane.out = max(0, lane.out - 1)
+        lane.parked.insert(lane.requeued, job)
+        lane.requeued += 1
+        self.parked += 1
+        lane.held_until = max(lane.held_until, self.clock() + max(retry_after or 0.0, 0.05))
+        self._held.add(host)
+        self._mark(host, lane)
+        return True
+
+    def held(self, job: ClaimedJob) -> bool:
+        """Whether ``job``'s host is held by its breaker's cool-down."""
+        lane = self._lanes.get(self._host_of(job.target)[0])
+        return lane is not None and lane.held_until > self.clock()
+
     def _host_of(self, target: str) -> tuple[str, str]:
         known = self._hosts.get(target)
         if known is None:
@@ -137,6 +182,12 @@ class HostLanes:
 
     def ready(self) -> list[ClaimedJob]:
         """Parked jobs whose host has room now (in the order they were read)."""
+        if self._held:  # a cool-down that ended frees its host for a trial
+            clock = self.clock()
+            for host in self._held:
+                lane = self._lanes[host]
+                if lane.held_until <= clock and not lane.parked:
+                    self._mark(host, lane)
         if not self.parked:
             return []
         go: list[ClaimedJob] = []
@@ -148,6 +199,7 @@ class HostLanes:
                 go.append(lane.parked.popleft())
                 lane.out += 1
                 self.parked -= 1
+                lane.requeued = max(0, lane.requeued - 1)
             self._mark(host, lane)
         return go
 
@@ -161,17 +213,20 @@ class HostLanes:
             kept: deque[ClaimedJob] = deque()
             for job in lane.parked:
                 (kept if keep is not None and keep(job) else dropped).append(job)
-            lane.parked = kept
+            lane.parked, lane.requeued = kept, 0
             self._mark(host, lane)
         self.parked -= len(dropped)
         return dropped
 
     def limit(self, lane: _Lane) -> int:
         """Jobs the host may have in the transport: its share running and what that
-        share starts within ``queue_seconds``."""
+        share starts within ``queue_seconds``. A held host: none until its cool-down
+        ends, then one (the breaker's trial) until an answer comes back."""
         share = lane.share
         if not share:
             return 0
+        if lane.held_until:
+            return 0 if self.clock() < lane.held_until else 1
         if not lane.latency:
             return min(self.window, 2 * share)
         return min(self.window, share + int(share * self.queue_seconds / lane.latency))
@@ -186,7 +241,12 @@ class HostLanes:
             lane.busy = True
             self._busy.add(host)
             self._excluded = None
-        elif lane.busy and held <= limit // 2 and not lane.parked:
+        elif (
+            lane.busy
+            and held <= limit // 2
+            and not lane.parked
+            and not (lane.held_until and self.clock() < lane.held_until)
+        ):
             lane.busy = False
             self._busy.discard(host)
             self._excluded = None
@@ -221,6 +281,7 @@ class HostLanes:
         for host in [h for h, lane in lanes.items() if self._idle(lane, clock)]:
             del lanes[host]
             self._busy.discard(host)
+            self._held.discard(host)
             self._excluded = None
         demand = {
             host: (lane.out + len(lane.parked), lane.share or 0) for host, lane in lanes.items()
@@ -252,7 +313,7 @@ class HostLanes:
     def forget(self) -> None:
         """Nothing is in flight any more (the window was dropped): counts start afresh."""
         for host, lane in self._lanes.items():
-            lane.out, lane.parked = 0, deque()
+            lane.out, lane.parked, lane.requeued = 0, deque(), 0
             self._mark(host, lane)
         self.parked = 0
 
