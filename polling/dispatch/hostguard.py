@@ -6,9 +6,11 @@ in a row is skipped (its jobs retried later) for a cool-down that doubles on eac
 failed trial, up to ``max_cooldown``. After the cool-down one trial request goes
 through (half-open); its success closes the breaker.
 
-The breaker remembers the paths of the failures since the host's last success
-(``HostOpen.paths``): a refused job on one of them was predicted to fail (the
-refusal counts as its attempt), one on another path was not (it waits, untried).
+The breaker remembers the paths of the failures since the host's last success, or
+since its last failed trial (``HostOpen.paths``): a refused job on one of them was
+predicted to fail (the refusal counts as its attempt), one on another path was not
+(it waits, untried). So a path that keeps failing its trials cannot make the
+host's other paths count refusals as attempts for long.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class _Breaker:
     open_until: float = 0.0
     cooldown: float = 0.0
     trial_in_flight: bool = False
-    paths: set[str] = field(default_factory=set)  # failing since the last success
+    paths: set[str] = field(default_factory=set)  # failing since the last success or trial
 
 
 _MAX_PATHS = 100  # failing paths remembered per host
@@ -108,8 +110,9 @@ class HostGuard:
                 return
             if breaker is None:
                 breaker = self._breakers[host] = _Breaker()
-            if trial:
+            if trial:  # what fails now is the trial's path, not what failed before it
                 breaker.trial_in_flight = False
+                breaker.paths.clear()
             breaker.failures += 1
             if path and len(breaker.paths) < _MAX_PATHS:
                 breaker.paths.add(path)

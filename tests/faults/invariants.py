@@ -229,6 +229,11 @@ def _recovery(
         if at > allowed + report.lag_target + SLACK_SECONDS:
             late.append(f"{job_id} due {due:.2f} first delivered {at:.2f} allowed {allowed:.2f}")
     if late:
+        # What the first late jobs went through: each request (attempt@time:status).
+        tried: dict[str, list[str]] = {}
+        for r in sorted(cluster.receiver.snapshot(), key=lambda r: r.at):
+            tried.setdefault(r.job_id, []).append(f"{r.attempt}@{r.at:.2f}:{r.status}")
+        late[:3] = [f"{line} requests {tried.get(line.split()[0], [])}" for line in late[:3]]
         faults = [(w.what, round(w.start, 2), round(w.end, 2)) for w in cluster.faults]
         what = f"I5: {len(late)} jobs delivered after their deadline: {late[:3]} {faults}"
         if STRICT_LAG:

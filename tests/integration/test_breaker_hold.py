@@ -221,3 +221,9 @@ def test_the_breaker_names_the_paths_failing_since_the_last_success() -> None:
     with pytest.raises(HostOpen) as refused_by:
         guard.admit("h:80")
     assert refused_by.value.paths == {"/b", "/c"} and refused_by.value.retry_after == 1.0
+    clock.now += 1
+    assert guard.admit("h:80")  # the half-open trial
+    guard.record("h:80", ok=False, trial=True, path="/c")  # it failed: /c is what fails now
+    with pytest.raises(HostOpen) as refused_by:
+        guard.admit("h:80")
+    assert refused_by.value.paths == {"/c"} and refused_by.value.retry_after == 2.0
