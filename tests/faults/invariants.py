@@ -233,13 +233,30 @@ def _recovery(
         tried: dict[str, list[str]] = {}
         for r in sorted(cluster.receiver.snapshot(), key=lambda r: r.at):
             tried.setdefault(r.job_id, []).append(f"{r.attempt}@{r.at:.2f}:{r.status}")
-        late[:3] = [f"{line} requests {tried.get(line.split()[0], [])}" for line in late[:3]]
+        late[:3] = [
+            f"{line} requests {tried.get(job, [])} attempts {_attempts(job)}"
+            for line in late[:3]
+            if (job := line.split()[0])
+        ]
         faults = [(w.what, round(w.start, 2), round(w.end, 2)) for w in cluster.faults]
         what = f"I5: {len(late)} jobs delivered after their deadline: {late[:3]} {faults}"
         if STRICT_LAG:
             report.fail(what)
         else:
             report.warnings.append(what)
+
+
+def _attempts(job_id: str) -> list[str]:
+    """A job's recorded attempts (attempt@start:poller:error), to explain a late one."""
+    from scheduling.models import DeliveryAttempt
+
+    try:
+        rows = DeliveryAttempt.objects.filter(job_id=job_id).order_by("attempt")
+        return [
+            f"{a.attempt}@{a.started_at.timestamp():.2f}:{a.poller}:{a.error[:40]}" for a in rows
+        ]
+    except Exception as error:  # a diagnostic only: never hide the invariant's verdict
+        return [f"unreadable: {error}"]
 
 
 def _ready(job: tuple) -> float:
