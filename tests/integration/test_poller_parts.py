@@ -164,6 +164,10 @@ class WindowStub:
     def send_due(self, now: datetime) -> None:
         """Nothing of this window waits for a rate slot."""
 
+    def release_held(self) -> int:
+        """No host's breaker holds anything of this window."""
+        return 0
+
     def send_parked(self, now: datetime) -> None:
         """Nothing of this window waits for its host."""
 
