@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 import certifi
 import pycurl
 
-from polling.dispatch.hostguard import HostGuard, HostOpen
+from polling.dispatch.hostguard import HostGuard, HostOpen, answer_fine
 from polling.dispatch.hosts import host_key
 from polling.dispatch.signing import signature_for
 from polling.dispatch.wire import Reply, reply_wire
@@ -399,9 +399,7 @@ class CurlLoop:
         host = request.host
         # A 4xx other than 429 is the job's fault, and a blocked address the guard's:
         # the host itself is fine. 5xx, 429, timeouts and network errors count against it.
-        ok = reply.kind == "blocked" or (
-            reply.status is not None and reply.status < 500 and reply.status != 429
-        )
+        ok = reply.kind == "blocked" or answer_fine(reply.status)
         path = "" if ok else urlsplit(request.url).path
         self.guard.record(host, ok=ok, trial=request.trial, path=path)
         self._active[host] = self._active.get(host, 1) - 1

@@ -34,6 +34,12 @@ class _Breaker:
 _MAX_PATHS = 100  # failing paths remembered per host
 
 
+def answer_fine(status: int | None) -> bool:
+    """Whether an answer counts for its host (closes its breaker): it answered, and
+    not 5xx or 429. A 4xx is the job's fault, not the host's."""
+    return status is not None and status < 500 and status != 429
+
+
 class HostOpen(Exception):
     """The host's breaker is open; ``retry_after`` seconds until it may be tried."""
 

@@ -212,20 +212,17 @@ class Pipeline:
         if not self.hosts.parked:
             return 0
         keep = None if shards is None else (lambda job: job.shard not in shards)
-        dropped = self.hosts.drop_parked(keep)
-        if dropped:
-            self._released.extend(dropped)
-            if self._ready_since is None:
-                self._ready_since = time.monotonic()
-        return len(dropped)
+        return self._release(self.hosts.drop_parked(keep))
 
     def release_held(self) -> int:
         """Hand back the jobs held for a host's breaker cool-down (unwritten, as
         ``release_parked``): a settling pass does not wait out a cool-down."""
         if not self.hosts.parked:
             return 0
-        hosts = self.hosts
-        dropped = hosts.drop_parked(lambda job: job.target_kind != "webhook" or not hosts.held(job))
+        return self._release(self.hosts.drop_held())
+
+    def _release(self, dropped: list[ClaimedJob]) -> int:
+        """``dropped`` (parked, never sent) goes back unwritten at the next write."""
         if dropped:
             self._released.extend(dropped)
             if self._ready_since is None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from polling.dispatch.base import ClaimedJob, Outcome
+from polling.dispatch.hostguard import answer_fine
 from polling.dispatch.hosts import host_key, origin_patterns, url_origin
 from polling.flow.host_shares import REFRESH_SECONDS, shares_refresh
 
@@ -51,13 +52,6 @@ class _Lane:
     idle_since: float = 0.0
     held_until: float = 0.0  # monotonic: the breaker's cool-down; 0: not held
     requeued: int = 0  # held jobs at the head of ``parked`` (kept in the order sent)
-
-
-def _host_fine(outcome: Outcome) -> bool:
-    """Whether an answer closes the host's breaker: it answered, and not 5xx or 429
-    (as ``polling.dispatch.curlloop`` records it)."""
-    code = outcome.status_code
-    return code is not None and code < 500 and code != 429
 
 
 class HostLanes:
@@ -133,7 +127,7 @@ class HostLanes:
         if lane is None:
             return
         lane.out = max(0, lane.out - 1)
-        if lane.held_until and _host_fine(outcome) and self.clock() >= lane.held_until:
+        if lane.held_until and answer_fine(outcome.status_code) and not self._cooling(lane):
             lane.held_until = 0.0  # the breaker's trial went through: open the lane again
             self._held.discard(host)
         if lane.busy:
@@ -167,10 +161,22 @@ class HostLanes:
         self._mark(host, lane)
         return True
 
-    def held(self, job: ClaimedJob) -> bool:
-        """Whether ``job``'s host is held by its breaker's cool-down."""
-        lane = self._lanes.get(self._host_of(job.target)[0])
-        return lane is not None and lane.held_until > self.clock()
+    def drop_held(self) -> list[ClaimedJob]:
+        """Take out the jobs parked behind a breaker's cool-down that has not ended
+        (a settling pass): never sent, they go back as they are, untouched rows."""
+        dropped: list[ClaimedJob] = []
+        for host in self._held:
+            lane = self._lanes[host]
+            if lane.parked and self._cooling(lane):
+                dropped.extend(lane.parked)
+                lane.parked, lane.requeued = deque(), 0
+                self._mark(host, lane)
+        self.parked -= len(dropped)
+        return dropped
+
+    def _cooling(self, lane: _Lane) -> bool:
+        """Whether ``lane``'s host is within its breaker's cool-down."""
+        return bool(lane.held_until) and self.clock() < lane.held_until
 
     def _host_of(self, target: str) -> tuple[str, str]:
         known = self._hosts.get(target)
@@ -183,10 +189,9 @@ class HostLanes:
     def ready(self) -> list[ClaimedJob]:
         """Parked jobs whose host has room now (in the order they were read)."""
         if self._held:  # a cool-down that ended frees its host for a trial
-            clock = self.clock()
             for host in self._held:
                 lane = self._lanes[host]
-                if lane.held_until <= clock and not lane.parked:
+                if not lane.parked and not self._cooling(lane):
                     self._mark(host, lane)
         if not self.parked:
             return []
@@ -226,7 +231,7 @@ class HostLanes:
         if not share:
             return 0
         if lane.held_until:
-            return 0 if self.clock() < lane.held_until else 1
+            return 0 if self._cooling(lane) else 1
         if not lane.latency:
             return min(self.window, 2 * share)
         return min(self.window, share + int(share * self.queue_seconds / lane.latency))
@@ -241,12 +246,7 @@ class HostLanes:
             lane.busy = True
             self._busy.add(host)
             self._excluded = None
-        elif (
-            lane.busy
-            and held <= limit // 2
-            and not lane.parked
-            and not (lane.held_until and self.clock() < lane.held_until)
-        ):
+        elif lane.busy and held <= limit // 2 and not lane.parked and not self._cooling(lane):
             lane.busy = False
             self._busy.discard(host)
             self._excluded = None

@@ -24,20 +24,13 @@ from scheduling.jobs.services import job_schedule
 from scheduling.models import Job
 from scheduling.sharding.clock import db_now
 from tests.integration.test_host_shares import claimed
+from tests.support.clock import FakeMonotonic
 from tests.support.pollers import future_base, poller_build
 from tests.support.receiver import running_receiver
 
 pytestmark = pytest.mark.django_db
 
 URL = "https://flaky.example/h"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def refused(job, seconds: float) -> Outcome:
@@ -51,7 +44,7 @@ def answer(job, status: int) -> Outcome:
 
 
 def test_a_refused_job_waits_at_the_head_of_its_lane_and_the_host_is_left_out() -> None:
-    clock = Clock()
+    clock = FakeMonotonic()
     lanes = HostLanes(owner="a", cap=2, queue_seconds=1.0, window=100, clock=clock)
     jobs = [claimed(URL, n) for n in range(8)]
     lanes.split(jobs)
@@ -82,7 +75,7 @@ def test_a_refused_job_waits_at_the_head_of_its_lane_and_the_host_is_left_out() 
 
 
 def test_a_held_host_with_nothing_parked_is_read_again_after_its_cool_down() -> None:
-    clock = Clock()
+    clock = FakeMonotonic()
     lanes = HostLanes(owner="a", cap=2, queue_seconds=1.0, window=100, clock=clock)
     [job] = lanes_one(lanes)
     assert lanes.hold(job, 2.0)
@@ -210,7 +203,7 @@ def test_a_failing_path_that_trips_the_breaker_costs_a_healthy_path_no_attempts(
 
 
 def test_the_breaker_names_the_paths_failing_since_the_last_success() -> None:
-    clock = Clock()
+    clock = FakeMonotonic()
     guard = HostGuard(
         max_per_host=2, failure_threshold=2, cooldown=1.0, max_cooldown=2.0, clock=clock
     )

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from polling.dispatch.base import ClaimedJob
 from polling.reading.cursors import RESCAN_BACKOFF, WOKEN_RESCAN_SECONDS, ReadCursors
+from tests.support.clock import FakeMonotonic
 
 BUCKET = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
 
@@ -39,19 +40,8 @@ def test_reads_go_on_past_the_jobs_in_flight_and_restart_when_none_are_left() ->
     assert len(cursors) == 0 and cursors.plan(3, BUCKET, 100).after is None
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def shift(self, seconds: float) -> None:
-        self.now += seconds
-
-
 def test_a_rescan_comes_at_the_interval_and_backs_off_while_it_finds_nothing(monkeypatch) -> None:
-    clock = Clock()
+    clock = FakeMonotonic()
     monkeypatch.setattr("polling.reading.cursors.time", clock)
     cursors = ReadCursors(rescan_seconds=1.0)
     out = [job(5), job(6)]
@@ -79,7 +69,7 @@ def test_a_rescan_comes_at_the_interval_and_backs_off_while_it_finds_nothing(mon
 def test_a_woken_shard_rescans_soon_but_not_more_often_than_the_woken_interval(
     monkeypatch,
 ) -> None:
-    clock = Clock()
+    clock = FakeMonotonic()
     monkeypatch.setattr("polling.reading.cursors.time", clock)
     cursors = ReadCursors(rescan_seconds=1.0)
     cursors.handed([job(5), job(6)])
