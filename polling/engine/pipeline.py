@@ -11,9 +11,8 @@ its database connection):
    stall limit is given up as a retry, so a handler that never returns holds one
    slot, never the shard's progress.
 3. **write back** — the ready results are written in one fenced transaction when
-   ``group_size`` are ready or the oldest has waited ``group_seconds``: final
-   statuses, retries moved to their new bucket, the rows of failed attempts, and
-   the in-flight batches whose jobs are all written.
+   ``group_size`` are ready or the oldest has waited ``group_seconds``
+   (``polling.engine.write_group``).
 
 The window (``window`` jobs: read and not yet written back) bounds what a crash
 can deliver twice. Each write is fenced per row on the lease epoch the job was
@@ -31,24 +30,14 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from uuid import UUID
 
 from polling import conf, metrics
-from polling.common.failpoints import failpoint
-from polling.dispatch import spans
 from polling.dispatch.base import ClaimedJob, Outcome, is_pipelined
-from polling.flow.admission import slots_give
+from polling.engine.write_group import WriteGroup
 from polling.flow.gate import FlowGate
 from polling.flow.host_lanes import HostLanes
 from polling.ownership.renewer import PROGRESS
-from polling.ownership.stall_bounds import bounded_atomic
 from polling.reading.cursors import ReadCursors
-from polling.writing import writeback
-from polling.writing.attempts import attempts_record
-from polling.writing.callbacks import outcomes_heard
-from polling.writing.endpoint_health import endpoints_health
-from polling.writing.fanout import fanout_plan, fanout_write
-from polling.writing.retries import results_build
 
 logger = logging.getLogger(__name__)
 
@@ -76,17 +65,11 @@ class Pipeline:
         self.owner = owner
         self.sink = sink
         self.window = max(1, window)
-        self.group_size = max(1, group_size)
-        self.group_seconds = group_seconds
         self.stall_seconds = stall_seconds
         self._arrived: queue.SimpleQueue[tuple[ClaimedJob, Outcome]] = queue.SimpleQueue()
         # Sent and not yet answered, in the order sent: id -> (job, monotonic time sent).
         self._sent: dict[object, tuple[ClaimedJob, float]] = {}
-        self._ready_jobs: list[ClaimedJob] = []
-        self._ready_outcomes: list[Outcome] = []
-        self._expired: list[ClaimedJob] = []
-        self._released: list[ClaimedJob] = []  # parked, never sent, handed back unwritten
-        self._ready_since: float | None = None  # when the oldest unwritten result arrived
+        self.ready = WriteGroup(owner=owner, group_size=group_size, group_seconds=group_seconds)
         self.by_shard: Counter[int] = Counter()  # jobs in the window per shard
         self.cursors = ReadCursors(rescan_seconds)
         self.gate = FlowGate()
@@ -97,7 +80,6 @@ class Pipeline:
             window=self.window,
             apply_caps=getattr(sink, "host_caps", None),
         )
-        self._batch_left: Counter[int] = Counter()  # in-flight batch -> jobs not yet written
         # Jobs of rate-limited keys waiting for their slot: (send_at, order, job).
         self._timed: list[tuple[datetime, int, ClaimedJob]] = []
         self._timed_order = 0
@@ -108,14 +90,7 @@ class Pipeline:
     @property
     def in_flight(self) -> int:
         """Jobs in the window: sent, or answered and not yet written back."""
-        return (
-            len(self._sent)
-            + len(self._ready_jobs)
-            + len(self._expired)
-            + len(self._released)
-            + len(self._timed)
-            + self.hosts.parked
-        )
+        return len(self._sent) + len(self.ready) + len(self._timed) + self.hosts.parked
 
     def room(self) -> int:
         return self.window - self.in_flight
@@ -139,22 +114,16 @@ class Pipeline:
         live: list[ClaimedJob] = []
         self.cursors.handed(jobs, shard_read=shard_read)
         self.gate.handed(jobs)
-        batches = {job.batch for job in jobs}  # one, but a key read may span shards
-        if len(batches) == 1:
-            self._batch_left[jobs[0].batch] += len(jobs)
-        else:
-            self._batch_left.update(job.batch for job in jobs)
+        self.ready.read(jobs)
         for job in jobs:
             self.by_shard[job.shard] += 1
             if job.expires_at is not None and job.expires_at <= now:
-                self._expired.append(job)
+                self.ready.expired(job)
             elif job.send_at is not None and job.send_at > now:
                 self._timed_order += 1
                 heapq.heappush(self._timed, (job.send_at, self._timed_order, job))
             else:
                 live.append(job)
-        if self._expired and self._ready_since is None:
-            self._ready_since = time.monotonic()
         self._send(live)
 
     def send_due(self, now: datetime) -> None:
@@ -198,11 +167,9 @@ class Pipeline:
         for job in ready:
             if job.expires_at is not None and job.expires_at <= now:
                 self.hosts.answered(job, Outcome(job.id, "dead"))  # its place in the lane
-                self._expired.append(job)
+                self.ready.expired(job)
             else:
                 live.append(job)
-        if self._expired and self._ready_since is None:
-            self._ready_since = time.monotonic()
         self._dispatch(live)
 
     def release_parked(self, shards: set[int] | None = None) -> int:
@@ -223,10 +190,7 @@ class Pipeline:
 
     def _release(self, dropped: list[ClaimedJob]) -> int:
         """``dropped`` (parked, never sent) goes back unwritten at the next write."""
-        if dropped:
-            self._released.extend(dropped)
-            if self._ready_since is None:
-                self._ready_since = time.monotonic()
+        self.ready.released(dropped)
         return len(dropped)
 
     def _send(self, live: list[ClaimedJob]) -> None:
@@ -296,10 +260,7 @@ class Pipeline:
             metrics.BREAKER_HELD.inc()  # back in the window, untried: nothing to write
             return 1
         self.hosts.answered(job, outcome)
-        if self._ready_since is None:
-            self._ready_since = time.monotonic()
-        self._ready_jobs.append(job)
-        self._ready_outcomes.append(outcome)
+        self.ready.answered(job, outcome)
         return 1
 
     def _give_up_stalled(self) -> int:
@@ -337,19 +298,11 @@ class Pipeline:
 
     def write_due(self) -> bool:
         """Whether a group is ready: ``group_size`` results, or the oldest is old enough."""
-        ready = len(self._ready_jobs) + len(self._expired) + len(self._released)
-        if not ready:
-            return False
-        if ready >= self.group_size:
-            return True
-        assert self._ready_since is not None
-        return time.monotonic() - self._ready_since >= self.group_seconds
+        return self.ready.due()
 
     def seconds_to_write(self) -> float | None:
         """Seconds until the ready results are due to be written (None: nothing ready)."""
-        if self._ready_since is None:
-            return None
-        return max(0.0, self._ready_since + self.group_seconds - time.monotonic())
+        return self.ready.seconds_to_write()
 
     def write_back(self, now: datetime) -> set[int]:
         """Write every ready result in one fenced transaction; return shards found lost.
@@ -357,86 +310,19 @@ class Pipeline:
         A result refused by the fence (the lease changed hands since the read) is
         dropped: the row is still pending, and the shard's new owner delivers it.
         """
-        jobs, outcomes, expired = self._ready_jobs, self._ready_outcomes, self._expired
-        released = self._released
-        if not jobs and not expired and not released:
+        group = self.ready.take()
+        if not group:
             return set()
-        self._ready_jobs, self._ready_outcomes, self._expired = [], [], []
-        self._released = []
-        self._ready_since = None
-        failpoint("after_dispatch")  # fault tests: crash between delivery and write-back
-        span = spans.batch_open("sendlater.write_back", owner=self.owner)  # None: tracing off
         try:
-            with bounded_atomic():
-                results = results_build(jobs=jobs, outcomes=outcomes, expired=expired, now=now)
-                fanout = fanout_plan(jobs=jobs, results=results)  # topic jobs: fanned_out
-                written = writeback.write_back(owner=self.owner, results=results, now=now)
-                attempts_record(results=results, written=written, poller=self.owner, now=now)
-                outcomes_heard(  # callbacks and kept responses, in this transaction
-                    jobs=jobs,
-                    outcomes=outcomes,
-                    expired=expired,
-                    results=results,
-                    written=written,
-                    now=now,
-                )
-                fanout_write(fanout, written=written, now=now)  # topic children, here too
-                done = self._batches_done(jobs, expired, released)
-                if len(written) != len(results):  # fenced out: the next owner forgets those
-                    done -= {job.batch for job in (*jobs, *expired) if job.id not in written}
-                writeback.inflight_forget(done)
-                slots_give(owner=self.owner, counts=_slots(jobs, expired, released))
-        finally:
-            for group in (jobs, expired, released):
-                for job in group:
+            self.ready.write(group, now)
+        finally:  # written or not, these jobs have left the window
+            for jobs in group.groups():
+                for job in jobs:
                     self.by_shard[job.shard] -= 1
-                self.cursors.resolved(group)
-                self.gate.resolved(group)
+                self.cursors.resolved(jobs)
+                self.gate.resolved(jobs)
             metrics.IN_FLIGHT.set(self.in_flight)
-            spans.batch_close(span, jobs, expired)
-        metrics.WRITEBACK_GROUP.observe(len(results))
-        writeback.outcomes_export(results, written, now)
-        self._endpoints_health(jobs, results, written, now)
-        if len(written) == len(results):
-            return set()
-        lost = {job.shard for job in (*jobs, *expired) if job.id not in written}
-        metrics.FENCED_REJECTED.inc(len(results) - len(written))
-        logger.warning(
-            "poller %s: %s of %s results fenced out (lease lost) on shards %s",
-            self.owner,
-            len(results) - len(written),
-            len(results),
-            sorted(lost),
-            extra={"shards": sorted(lost)},
-        )
-        return lost
-
-    def _endpoints_health(
-        self,
-        jobs: list[ClaimedJob],
-        results: list[writeback.Result],
-        written: set[UUID],
-        now: datetime,
-    ) -> None:
-        """Topic endpoints' health, after the commit: a failure here is logged, and the
-        next delivery to the endpoint records it again."""
-        try:
-            endpoints_health(jobs=jobs, results=results, written=written, now=now)
-        except Exception:
-            logger.exception("poller %s: recording topic endpoints' health failed", self.owner)
-
-    def _batches_done(self, *groups: Sequence[ClaimedJob]) -> set[int]:
-        """Count ``groups``' jobs off their batches; return the batches now all written."""
-        left = self._batch_left
-        touched = set()
-        for group in groups:
-            for job in group:
-                left[job.batch] -= 1
-                touched.add(job.batch)
-        done = {batch for batch in touched if left[batch] <= 0}
-        for batch in done:
-            del left[batch]
-        return done
+        return group.lost
 
     def forget(self) -> int:
         """Drop everything in the window unwritten (the leases are gone: the rows are
@@ -446,27 +332,14 @@ class Pipeline:
         self._sent.clear()
         while not self._arrived.empty():  # their outcomes (more may come: _take drops them)
             self._arrived.get_nowait()
-        self._ready_jobs, self._ready_outcomes, self._expired = [], [], []
-        self._released = []
-        self._ready_since = None
+        self.ready.clear()
         self._timed.clear()
         self.hosts.forget()
         self.by_shard.clear()
         self.cursors.clear()
         self.gate.clear()
-        self._batch_left.clear()
         metrics.IN_FLIGHT.set(0)
         return dropped
-
-
-def _slots(*groups: Sequence[ClaimedJob]) -> dict[int, int]:
-    """Flow-control slots the jobs of ``groups`` held, per FlowControl id."""
-    counts: Counter[int] = Counter()
-    for group in groups:
-        for job in group:
-            if job.flow:
-                counts[job.flow] += 1
-    return counts
 
 
 # What a job's own timeout is given beyond itself for its answer to come back.

@@ -1,5 +1,5 @@
 """What is heard after an outcome: callback jobs and kept responses, written in the
-write-back's transaction (``polling.engine.pipeline.Pipeline.write_back``).
+write-back's transaction (``polling.engine.write_group.WriteGroup.write``).
 
 A job that asked (``on_success_url``; ``on_failure_url``, or its team's
 ``default_on_failure_url``, when it ends dead or expired) gets a callback: a webhook job

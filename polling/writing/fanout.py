@@ -1,5 +1,5 @@
 """Topic jobs fanned out: one child webhook job per endpoint, in the write-back's
-transaction (``polling.engine.pipeline.Pipeline.write_back``).
+transaction (``polling.engine.write_group.WriteGroup.write``).
 
 A topic job's outcome is ``delivered`` at once (``polling.dispatch.topics``).
 ``fanout_plan``, before the fenced write, reads the endpoints enabled now of the
