@@ -30,7 +30,7 @@ from polling.common.failpoints import failpoint
 from polling.common.sql import dt, id_in, is_postgres, placeholders, rowcount, uid
 from polling.common.wakeups import due_now_written
 from polling.dispatch.base import ClaimedJob, Outcome
-from polling.writing.writeback import Result
+from polling.writing.writeback import Result, by_primary_key
 from scheduling import keys
 from scheduling.models import JobStatus, Team
 from scheduling.sharding.buckets import shard_counts_record
@@ -41,15 +41,25 @@ EVENTS = {"delivered": "job.delivered", "dead": "job.dead", "expired": "job.expi
 EXCERPT_CHARS = 1024
 CALLBACK_OF = "callback_of"  # the stored request's mark of a callback job (never called back)
 
-_EXTRAS_SQL = """
+# PostgreSQL: each row's values from one JSON object keyed by id (a one-row join), by
+# the primary key (``writeback.by_primary_key``), as the write-back's delivered rows.
+# A join to VALUES was planned, in a partition filled seconds before (no statistics),
+# as a nested loop scanning the whole partition once per row: 12 s for one topic
+# group's parents (bench/topics.py, 2026-12-07), the poller's leases lost meanwhile.
+_EXTRAS_PG_SQL = """
+UPDATE scheduling_job AS j SET
+    request = COALESCE(NULLIF(d.m -> j.id::text -> 0, 'null'::jsonb), j.request),
+    response = COALESCE(NULLIF(d.m -> j.id::text -> 1, 'null'::jsonb), j.response)
+FROM (SELECT %s::jsonb AS m) AS d
+WHERE j.bucket IN ({buckets}) AND j.id {ids}
+"""
+_EXTRAS_SQLITE_SQL = """
 WITH v (v_id, v_bucket, v_request, v_response) AS (VALUES {rows})
 UPDATE scheduling_job AS j SET
     request = COALESCE(v.v_request, j.request), response = COALESCE(v.v_response, j.response)
 FROM v
 WHERE j.bucket IN ({buckets}) AND j.id {ids} AND j.id = v.v_id AND j.bucket = v.v_bucket
 """
-_PG_ROW = "(%s::uuid, %s::timestamptz, %s::jsonb, %s::jsonb)"
-_SQLITE_ROW = "(%s, %s, %s, %s)"
 
 
 def outcomes_heard(
@@ -206,20 +216,26 @@ def extras_write(
     rows: Sequence[tuple[Result, dict[str, Any] | None, dict[str, Any] | None]],
 ) -> None:
     """The parents' named callbacks and kept responses: one UPDATE by id and bucket."""
-    pg = is_postgres()
+    buckets = sorted({r.bucket for r, _, _ in rows})
+    in_ids, id_params = id_in([r.job_id for r, _, _ in rows])
+    bucket_params = [dt(b) for b in buckets]
+    if is_postgres():
+        values = {str(result.job_id): (request, response) for result, request, response in rows}
+        sql = _EXTRAS_PG_SQL.format(buckets=placeholders(len(buckets)), ids=in_ids)
+        with by_primary_key():
+            rowcount(sql, [json.dumps(values, separators=(",", ":")), *bucket_params, *id_params])
+        return
     params: list[Any] = []
     for result, request, response in rows:
         params += (
-            result.job_id if pg else uid(result.job_id),
+            uid(result.job_id),
             dt(result.bucket),
             None if request is None else json.dumps(request, separators=(",", ":")),
             None if response is None else json.dumps(response, separators=(",", ":")),
         )
-    buckets = sorted({r.bucket for r, _, _ in rows})
-    in_ids, id_params = id_in([r.job_id for r, _, _ in rows])
-    sql = _EXTRAS_SQL.format(
-        rows=", ".join([_PG_ROW if pg else _SQLITE_ROW] * len(rows)),
+    sql = _EXTRAS_SQLITE_SQL.format(
+        rows=", ".join(["(%s, %s, %s, %s)"] * len(rows)),
         buckets=placeholders(len(buckets)),
         ids=in_ids,
     )
-    rowcount(sql, [*params, *(dt(b) for b in buckets), *id_params])
+    rowcount(sql, [*params, *bucket_params, *id_params])

@@ -11,7 +11,8 @@ so PostgreSQL prunes to that partition.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
@@ -128,6 +129,19 @@ _SEQSCAN_OFF = "SET LOCAL enable_seqscan = off"
 _SEQSCAN_ON = "SET LOCAL enable_seqscan = on"
 
 
+@contextmanager
+def by_primary_key() -> Iterator[None]:
+    """Plan the statements inside by the primary key, whatever the partitions'
+    statistics say (sequential scans off, see ``_PENDING``). PostgreSQL, inside a
+    transaction; elsewhere it does nothing."""
+    if not is_postgres():
+        yield
+        return
+    rowcount(_SEQSCAN_OFF, [])
+    yield  # an error inside aborts the transaction, and its SET LOCAL with it
+    rowcount(_SEQSCAN_ON, [])
+
+
 def write_back(*, owner: str, results: Sequence[Result], now: datetime) -> set[UUID]:
     """Write a group's results; return the ids written. At most three UPDATEs (on
     PostgreSQL between two ``SET LOCAL`` of the planner, see ``_PENDING``).
@@ -149,14 +163,13 @@ def write_back(*, owner: str, results: Sequence[Result], now: datetime) -> set[U
         else:
             others.append(r)
     written = []
-    if pg and results:
-        rowcount(_SEQSCAN_OFF, [])
-    for status, group in fast.items():
-        written += _write_delivered(owner, status, group, now)
-    if others:
-        written += _write_values(owner, others, now)
-    if pg and results:
-        rowcount(_SEQSCAN_ON, [])
+    if not results:
+        return set()
+    with by_primary_key():
+        for status, group in fast.items():
+            written += _write_delivered(owner, status, group, now)
+        if others:
+            written += _write_values(owner, others, now)
     return {to_uuid(job_id) for (job_id,) in written}
 
 

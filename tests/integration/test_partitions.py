@@ -345,3 +345,49 @@ def test_partition_ddl_gives_way_to_a_held_lock_and_is_retried(held) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_setting('lock_timeout')")
         assert cursor.fetchone()[0] == "0"  # the caller's setting is left as it was
+
+
+@postgres_only
+def test_callbacks_and_children_are_named_on_their_parents_by_primary_key(
+    team, monkeypatch
+) -> None:
+    """The UPDATE that names callback jobs and topic children on their parents (and
+    keeps responses) goes to its rows by primary key in a partition never analyzed.
+    Joined to VALUES it was planned as a nested loop scanning the whole partition
+    once per row: 12 s for one topic group's parents, and the poller's leases lapsed."""
+    from types import SimpleNamespace
+
+    from polling.common.sql import fetch_all
+    from polling.writing import callbacks
+
+    _, scheduled, _ = _due_at_once(team, 3000)
+    named = scheduled[:300]
+    plans: list[str] = []
+    real = callbacks.rowcount
+
+    def explained(sql: str, params):  # type: ignore[no-untyped-def]
+        if "UPDATE scheduling_job" in sql:
+            plans.append("\n".join(row[0] for row in fetch_all("EXPLAIN " + sql, params)))
+        return real(sql, params)
+
+    monkeypatch.setattr(callbacks, "rowcount", explained)
+    rows = [
+        (
+            SimpleNamespace(job_id=job.id, bucket=job.bucket),
+            {"children": {"e0": str(uuid.uuid4())}, "n": i},
+            None if i % 2 else {"status": 500, "body": "no"},
+        )
+        for i, job in enumerate(named)
+    ]
+    with transaction.atomic():
+        callbacks.extras_write(rows)  # type: ignore[arg-type]
+    assert len(plans) == 1
+    assert "_pkey" in plans[0], plans[0]
+    assert "Seq Scan on scheduling_job" not in plans[0] and "Values Scan" not in plans[0]
+    got = {j.id: (j.request, j.response) for j in Job.objects.filter(id__in=[j.id for j in named])}
+    for i, job in enumerate(named):
+        request, response = got[job.id]
+        assert request["n"] == i and set(request["children"]) == {"e0"}
+        assert response == (None if i % 2 else {"status": 500, "body": "no"})
+    others = Job.objects.exclude(id__in=[j.id for j in named])
+    assert not others.filter(request__isnull=False).exists()
