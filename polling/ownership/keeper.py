@@ -4,6 +4,7 @@ the assignment, and letting go of all of them when the poller fails or stops."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 
@@ -41,6 +42,7 @@ class LeaseKeeper:
         self.state = PollerState.ACTIVE
         self.known_shards = 0  # lease rows ensured up to this shard count
         self.next_renewal: datetime | None = None
+        self._renewed_at: float | None = None  # monotonic: leases last renewed or taken
         self.releasing: set[int] = set()  # shards to give up once their jobs are written
         # A release that failed (database down): no lease is renewed until one succeeds,
         # so claims of the current epoch are never kept.
@@ -83,7 +85,17 @@ class LeaseKeeper:
         lost = set(self.leases) - set(held)
         if lost:
             metrics.LEASES_LOST.inc(len(lost))
-            logger.warning("poller %s: lost leases on shards %s", self.name, sorted(lost))
+            # How long since the last renewal tells a stall here (a lease or more)
+            # from leases taken away (the console, or another poller's clock).
+            since = None if self._renewed_at is None else time.monotonic() - self._renewed_at
+            logger.warning(
+                "poller %s: lost leases on shards %s (leases last extended %s ago, lease %ss)",
+                self.name,
+                sorted(lost),
+                "never" if since is None else f"{since:.1f}s",
+                self.lease_seconds,
+            )
+        self._renewed_at = time.monotonic()
         self.leases = held
         count = shard_count_max()
         if count > self.known_shards:
@@ -119,6 +131,7 @@ class LeaseKeeper:
             until = now + timedelta(seconds=self.lease_seconds)
             got = lease_sql.lease_acquire(owner=self.name, shards=missing, now=now, until=until)
             if got:
+                self._renewed_at = self._renewed_at or time.monotonic()
                 metrics.LEASES_ACQUIRED.inc(len(got))
                 returned = lease_sql.inflight_clear_stale(owner=self.name, shards=got, now=now)
                 logger.info(
