@@ -25,6 +25,17 @@ Prints ``delivered_per_second[run,P=p]`` (endpoint requests that arrived, over t
 due instant to the last arrival), ``ratio_topic_to_single`` (the issue's goal: at least
 1 / 1.2), ``lag_p50/p99/max_seconds[run]`` of the nine endpoints never held,
 ``p99_held_over_topic`` (the goal: within 1.1), and duplicates and missing per run.
+Also, read from /proc from the due instant until the last expected arrival,
+``reads`` and ``writebacks`` (statements, and jobs each: the pollers' /metrics),
+``cpu_us_per_delivered[run][part]`` for the pollers, their transports, the database's
+backends and the receiver, and ``service_cpu_topic_over_single`` (pollers + transports
++ database per endpoint request, topic over single): the cost ratio that the machine's
+pace does not move. It counts the topic's fan-out (its children written in the run),
+not the single run's jobs written before it; ``cpu_us_per_delivered[run][scheduling]``
+is that write (``job_schedule_many``: this process and its backend, per endpoint
+request) and ``service_cpu_with_scheduling_topic_over_single`` the ratio of the two
+sums: what a team's ten single jobs cost from scheduling to delivery, against one
+topic job's.
 """
 
 from __future__ import annotations
@@ -42,7 +53,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._cpu import CpuGroups, children_of, cmdline, postgres_pids  # noqa: E402
 from bench._webhooks import (  # noqa: E402
+    pollers_metrics,
     pollers_stop,
     receiver_stats,
     request_read,
@@ -55,6 +68,7 @@ SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 HOSTS = [f"127.0.0.{i}" for i in range(1, 9)]
 ENDPOINTS = 10
 HELD = f"e{ENDPOINTS - 1}"  # the endpoint whose deliveries wait in (topic+held)
+SERVICE = ("pollers", "transports", "postgres")  # the service's CPU per delivery
 _children: list[subprocess.Popen[bytes]] = []
 
 
@@ -169,9 +183,20 @@ def run_all(args: argparse.Namespace) -> None:
             print(f"lag_{q}_seconds[{run},{tag}]: {got[q]:.3f} s")
         print(f"duplicates[{run},{tag}]: {got['repeats']}")
         print(f"missing[{run},{tag}]: {got['missing']}")
+        for what, (n, jobs) in got["statements"].items():
+            print(f"{what}[{run},{tag}]: {n:.0f} statements, {jobs / max(1.0, n):.0f} jobs each")
+        for name, spent in got["cpu_us"].items():
+            print(f"cpu_us_per_delivered[{run},{tag}][{name}]: {spent:.1f} us")
     single, topic, held = results["single"], results["topic"], results["topic+held"]
     print(f"ratio_topic_to_single[{tag}]: {topic['rate'] / max(single['rate'], 1e-9):.3f}")
     print(f"p99_held_over_topic[{tag}]: {held['p99'] / max(topic['p99'], 1e-9):.3f}")
+    service = [sum(r["cpu_us"][name] for name in SERVICE) for r in (single, topic)]
+    print(f"service_cpu_topic_over_single[{tag}]: {service[1] / max(service[0], 1e-9):.3f}")
+    whole = [
+        service[0] + single["cpu_us"]["scheduling"],
+        service[1] + topic["cpu_us"]["scheduling"],
+    ]
+    print(f"service_cpu_with_scheduling_topic_over_single[{tag}]: {whole[1] / whole[0]:.3f}")
 
 
 def one_run(args: argparse.Namespace, team: object, run: str) -> dict:
@@ -198,20 +223,38 @@ def one_run(args: argparse.Namespace, team: object, run: str) -> dict:
             JobSpec(due_at=due, target_kind="topic", target=topic, payload=payload)
             for _ in range(args.jobs)
         ]
+    writing = CpuGroups({"scheduling": _own_pids})
+    writing.start()
     for start in range(0, len(specs), 10_000):
         job_schedule_many(team=team, specs=specs[start : start + 10_000])
+    scheduled = writing.stop()["scheduling"]
+    ports = [args.port + 100 + i for i in range(args.pollers)]
     for i in range(args.pollers):
         cmd = [sys.executable, str(ROOT / "manage.py"), "runpoller", "--name", f"tp-{run}-{i}"]
+        cmd += ["--metrics-port", str(ports[i])]
         _children.append(subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ)))
+    poller_pids = [child.pid for child in _children]
+    cpu = CpuGroups(
+        {
+            "pollers": lambda: poller_pids,
+            "transports": lambda: [c for pid in poller_pids for c in children_of(pid)],
+            "postgres": postgres_pids,
+            "receiver": _receiver_pids,
+        }
+    )
+    time.sleep(max(0.0, due.timestamp() - time.time()))  # CPU from the due instant on
+    cpu.start()
     expected = deliveries - (args.jobs if run == "topic+held" else 0)
     deadline = time.monotonic() + args.timeout
     got: dict = {}
     while time.monotonic() < deadline:
-        time.sleep(1.0)
+        time.sleep(0.5)
         got = receiver_stats(args.port).get(run, {})
         if got.get("n", 0) >= expected:
             break
+    seconds = cpu.stop()  # before the pollers end (their backends' CPU goes with them)
     time.sleep(2.0)  # repeats still on their way
+    scraped = pollers_metrics(ports)
     pollers_stop(_children)
     got = receiver_stats(args.port).get(run, {})
     span = max(got.get("last", 0.0) - due.timestamp(), 1e-9)
@@ -222,7 +265,29 @@ def one_run(args: argparse.Namespace, team: object, run: str) -> dict:
         "max": got.get("max", 0.0),
         "repeats": got.get("repeats", 0),
         "missing": expected - got.get("n", 0),
+        "statements": {
+            "reads": (scraped["claims"], scraped["claimed"]),
+            "writebacks": (scraped["groups"], scraped["grouped"]),
+        },
+        "cpu_us": {
+            name: spent * 1e6 / max(1, got.get("n", 0))
+            for name, spent in {**seconds, "scheduling": scheduled}.items()
+        },
     }
+
+
+def _own_pids() -> list[int]:
+    """This process and its database backend (where ``job_schedule_many`` runs)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return [os.getpid(), cursor.fetchone()[0]]
+
+
+def _receiver_pids() -> list[int]:
+    """The receiver: this process's spawned child (the pollers are not spawned)."""
+    return [pid for pid in children_of(os.getpid()) if "spawn_main" in cmdline(pid)]
 
 
 if __name__ == "__main__":
