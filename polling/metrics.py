@@ -59,6 +59,11 @@ WRITEBACK_GROUP = Histogram(
     "Results written back per group (one fenced transaction).",
     buckets=(1, 10, 50, 100, 250, 500, 1000, 2000, 5000),
 )
+WRITEBACK_SLOW = Counter(
+    "sendlater_writeback_slow_total",
+    "Write-back transactions that took longer than lease/3 (the poller's thread renews no "
+    "lease meanwhile): a slow statement to look for in the database's log.",
+)
 FLOW_HELD = Gauge(
     "sendlater_poller_flow_held_keys",
     "Flow-control keys this poller holds back (over their limits or paused).",

@@ -35,6 +35,7 @@ from polling.writing.callbacks import outcomes_heard
 from polling.writing.endpoint_health import endpoints_health
 from polling.writing.fanout import fanout_plan, fanout_write
 from polling.writing.retries import results_build
+from scheduling import conf as scheduling_conf
 
 logger = logging.getLogger("polling.engine.pipeline")
 
@@ -67,9 +68,12 @@ class WriteGroup:
         group_size: int,
         group_seconds: float,
         clock: Callable[[], float] = time.monotonic,
+        slow_seconds: float | None = None,
     ) -> None:
         self.owner = owner
         self._clock = clock
+        # A write longer than this holds the poller's thread past a lease renewal.
+        self.slow_seconds = slow_seconds or scheduling_conf.lease_seconds() / 3
         self.group_size = max(1, group_size)
         self.group_seconds = group_seconds
         self._jobs: list[ClaimedJob] = []
@@ -145,6 +149,7 @@ class WriteGroup:
         jobs, outcomes, expired, released = out.jobs, out.outcomes, out.expired, out.released
         failpoint("after_dispatch")  # fault tests: crash between delivery and write-back
         span = spans.batch_open("sendlater.write_back", owner=self.owner)  # None: tracing off
+        started = self._clock()
         try:
             with bounded_atomic():
                 results = results_build(jobs=jobs, outcomes=outcomes, expired=expired, now=now)
@@ -167,6 +172,7 @@ class WriteGroup:
                 slots_give(owner=self.owner, counts=_slots(jobs, expired, released))
         finally:
             spans.batch_close(span, jobs, expired)
+        self._warn_if_slow(self._clock() - started, len(results))
         metrics.WRITEBACK_GROUP.observe(len(results))
         writeback.outcomes_export(results, written, now)
         self._endpoints_health(jobs, results, written, now)
@@ -182,6 +188,20 @@ class WriteGroup:
             sorted(out.lost),
             extra={"shards": sorted(out.lost)},
         )
+
+    def _warn_if_slow(self, seconds: float, results: int) -> None:
+        """Say so when a write held the poller's thread past a lease renewal: a slow
+        statement (a plan gone wrong, a lock wait) the lease may not survive."""
+        if seconds > self.slow_seconds:
+            metrics.WRITEBACK_SLOW.inc()
+            logger.warning(
+                "poller %s: a write-back of %s results took %.1fs; leases are renewed"
+                " every %.0fs, not during it (slow statements: docs/postgres.md)",
+                self.owner,
+                results,
+                seconds,
+                self.slow_seconds,
+            )
 
     def _endpoints_health(
         self,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
+import pytest
+
 from polling.dispatch.base import ClaimedJob, Outcome
 from polling.engine.write_group import WriteGroup
 from tests.support.clock import FakeMonotonic
@@ -71,3 +73,32 @@ def test_clear_drops_every_result_unwritten() -> None:
     ready.expired(job(batch=7))
     ready.clear()
     assert len(ready) == 0 and ready.seconds_to_write() is None and not ready.take()
+
+
+@pytest.mark.django_db
+def test_a_write_longer_than_a_third_of_the_lease_is_reported(monkeypatch, caplog) -> None:
+    """A write-back that holds the poller's thread past a lease renewal is logged and
+    counted (a slow statement: a plan gone wrong, a lock wait)."""
+    from polling import metrics
+    from polling.engine import write_group
+
+    clock = FakeMonotonic()
+    real = write_group.results_build
+    takes = [0.0]  # how long the next write's statements take
+
+    def slow(**kwargs):  # type: ignore[no-untyped-def]
+        clock.shift(takes[0])
+        return real(**kwargs)
+
+    monkeypatch.setattr(write_group, "results_build", slow)
+    ready = WriteGroup(owner="p1", group_size=1, group_seconds=0.0, clock=clock, slow_seconds=5)
+    before = metrics.WRITEBACK_SLOW._value.get()
+    for takes[0], warned in ((4.9, False), (5.1, True)):
+        caplog.clear()
+        one = job()
+        ready.answered(one, Outcome(one.id, "delivered"))
+        ready.write(ready.take(), BUCKET)  # no such row: fenced out, nothing written
+        slow_lines = [r for r in caplog.records if "write-back of 1 results took" in r.message]
+        assert bool(slow_lines) is warned, caplog.text
+    assert metrics.WRITEBACK_SLOW._value.get() == before + 1
+    assert "took 5.1s; leases are renewed every 5s" in slow_lines[0].message
