@@ -7,7 +7,6 @@ fields would: SQLite keeps datetimes as naive UTC text and UUIDs as 32 hex digit
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -60,7 +59,17 @@ def to_uuid(value: Any) -> UUID:
 
 
 # A run of 19 digits may be an integer beyond 64 bits, which orjson reads as a float.
-_LONG_DIGITS = re.compile(r"\d{19}")
+# Found by mapping every digit byte to "0" and every other byte to " " (C speed: ~0.4 us
+# for a short text, against ~2 us for the regular expression ``\d{19}``, which was
+# most of the decoding of a topic child's small ``request``).
+_DIGIT_MASK = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_RUN = b"0" * 19
+
+
+def _long_digits(value: str | bytes | bytearray) -> bool:
+    """Whether ``value`` holds a run of 19 ASCII digits (JSON numbers are ASCII)."""
+    raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
+    return _LONG_RUN in raw.translate(_DIGIT_MASK)
 
 
 def to_json(value: Any) -> Any:
@@ -75,7 +84,7 @@ def to_json(value: Any) -> Any:
         return {}
     if not isinstance(value, str | bytes | bytearray):
         return value
-    if not _LONG_DIGITS.search(value if isinstance(value, str) else value.decode()):
+    if not _long_digits(value):
         try:
             return orjson.loads(value)
         except orjson.JSONDecodeError:

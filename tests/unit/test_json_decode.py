@@ -51,3 +51,13 @@ def test_not_text_passes_through_and_empty_object_is_a_new_dict() -> None:
     assert to_json(payload) is payload
     first, second = to_json("{}"), to_json("{}")
     assert first == {} and first is not second
+
+
+@given(st.integers(min_value=-(10**40), max_value=10**40), st.text(max_size=20))
+def test_big_integers_stay_exact_beside_any_text(number: int, words: str) -> None:
+    """The run of digits is found in text, bytes, and text that is not ASCII
+    (ensure_ascii off: the text is stored as it is)."""
+    text = json.dumps({"w": words, "n": number, "é": "ü"}, ensure_ascii=False)
+    for value in (text, text.encode()):
+        decoded = to_json(value)
+        assert decoded == json.loads(text) and type(decoded["n"]) is int
