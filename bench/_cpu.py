@@ -82,3 +82,16 @@ def postgres_pids() -> list[int]:
             " WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
         return [pid for (pid,) in cursor.fetchall()]
+
+
+def service_groups(
+    poller_pids: list[int], receiver: Callable[[], Iterable[int]]
+) -> dict[str, Callable[[], Iterable[int]]]:
+    """The groups a webhook benchmark reads: the ``runpoller`` processes, their
+    transports (children), the database's backends and the receiver."""
+    return {
+        "pollers": lambda: poller_pids,
+        "transports": lambda: [c for pid in poller_pids for c in children_of(pid)],
+        "postgres": postgres_pids,
+        "receiver": receiver,
+    }

@@ -56,7 +56,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._cpu import CpuGroups, children_of, cmdline, postgres_pids  # noqa: E402
+from bench._cpu import CpuGroups, children_of, cmdline, service_groups  # noqa: E402
 from bench._webhooks import (  # noqa: E402
     pollers_metrics,
     pollers_stop,
@@ -246,14 +246,7 @@ def one_run(args: argparse.Namespace, team: object, run: str) -> dict:
         cmd += ["--metrics-port", str(ports[i])]
         _children.append(subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ)))
     poller_pids = [child.pid for child in _children]
-    cpu = CpuGroups(
-        {
-            "pollers": lambda: poller_pids,
-            "transports": lambda: [c for pid in poller_pids for c in children_of(pid)],
-            "postgres": postgres_pids,
-            "receiver": _receiver_pids,
-        }
-    )
+    cpu = CpuGroups(service_groups(poller_pids, _receiver_pids))
     time.sleep(max(0.0, due.timestamp() - time.time()))  # CPU from the due instant on
     cpu.start()
     expected = deliveries - (args.jobs if run == "topic+held" else 0)

@@ -69,7 +69,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._cpu import CpuGroups, children_of, cmdline, postgres_pids  # noqa: E402
+from bench._cpu import CpuGroups, children_of, cmdline, service_groups  # noqa: E402
 from bench._webhooks import (  # noqa: E402
     pollers_metrics,
     pollers_stop,
@@ -365,10 +365,7 @@ def run(
     poller_pids = [child.pid for child in _children]
     cpu = CpuGroups(
         {
-            "pollers": lambda: poller_pids,
-            "transports": lambda: [c for pid in poller_pids for c in children_of(pid)],
-            "postgres": postgres_pids,
-            "receiver": receiver_pids,
+            **service_groups(poller_pids, receiver_pids),
             **({"collector": collector_pids} if args.traced else {}),
         }
     )

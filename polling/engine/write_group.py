@@ -146,7 +146,7 @@ class WriteGroup:
 
     def write(self, out: Written, now: datetime) -> None:
         """Write ``out`` (from ``take``) in one fenced transaction; set ``out.lost``."""
-        jobs, outcomes, expired, released = out.jobs, out.outcomes, out.expired, out.released
+        jobs, outcomes, expired = out.jobs, out.outcomes, out.expired
         failpoint("after_dispatch")  # fault tests: crash between delivery and write-back
         span = spans.batch_open("sendlater.write_back", owner=self.owner)  # None: tracing off
         started = self._clock()
@@ -165,11 +165,11 @@ class WriteGroup:
                     now=now,
                 )
                 fanout_write(fanout, written=written, now=now)  # topic children, here too
-                done = self._batches_done(jobs, expired, released)
+                done = self._batches_done(*out.groups())
                 if len(written) != len(results):  # fenced out: the next owner forgets those
                     done -= {job.batch for job in (*jobs, *expired) if job.id not in written}
                 writeback.inflight_forget(done)
-                slots_give(owner=self.owner, counts=_slots(jobs, expired, released))
+                slots_give(owner=self.owner, counts=_slots(*out.groups()))
         finally:
             spans.batch_close(span, jobs, expired)
         self._warn_if_slow(self._clock() - started, len(results))
