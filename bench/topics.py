@@ -39,6 +39,11 @@ team's ten single jobs cost from scheduling to delivery, against one topic job's
 ``service_cpu_topic_over_single_receiver_paced`` divides each run's service CPU by
 the receiver's (the same work per request in both runs, so it stands for the
 machine's pace during each run) before taking the ratio.
+
+``--rounds K`` repeats the three runs K times, single and topic alternating which goes
+first, prints each round's ratios (``[P=p,round=r]``) and then each ratio's median over
+the rounds (``..._median[P=p]``, with every round's value): the machine's pace moves
+within a round, and a median of alternated rounds is the figure to judge a goal by.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -141,9 +147,16 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--server", default="postgres://postgres@127.0.0.1:5432")
     parser.add_argument("--database", default="sendlater_bench_topics")
     parser.add_argument("--timeout", type=float, default=900, help="seconds a run")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="rounds of the three runs (single and topic alternate which goes first);"
+        " more than one also prints each ratio's median",
+    )
     args = parser.parse_args()
-    if args.jobs < 1 or args.pollers < 1:
-        parser.error("--jobs >= 1, --pollers >= 1")
+    if args.jobs < 1 or args.pollers < 1 or args.rounds < 1:
+        parser.error("--jobs >= 1, --pollers >= 1, --rounds >= 1")
     return args
 
 
@@ -177,45 +190,68 @@ def run_all(args: argparse.Namespace) -> None:
     topic_put(team=team, name="t10held", endpoints=endpoints)
     flow_pause_set(team=team, key=f"topic:t10held:{HELD}", paused=True)
     tag = f"P={args.pollers}"
-    results = {}
-    for run in ("single", "topic", "topic+held"):
-        results[run] = one_run(args, team, run)
-        got = results[run]
-        print(f"delivered_per_second[{run},{tag}]: {got['rate']:.0f} requests/s", flush=True)
-        for q in ("p50", "p99", "max"):
-            print(f"lag_{q}_seconds[{run},{tag}]: {got[q]:.3f} s")
-        print(f"duplicates[{run},{tag}]: {got['repeats']}")
-        print(f"missing[{run},{tag}]: {got['missing']}")
-        for what, (n, jobs) in got["statements"].items():
-            print(f"{what}[{run},{tag}]: {n:.0f} statements, {jobs / max(1.0, n):.0f} jobs each")
-        for name, spent in got["cpu_us"].items():
-            print(f"cpu_us_per_delivered[{run},{tag}][{name}]: {spent:.1f} us")
-    single, topic, held = results["single"], results["topic"], results["topic+held"]
-    print(f"ratio_topic_to_single[{tag}]: {topic['rate'] / max(single['rate'], 1e-9):.3f}")
-    print(f"p99_held_over_topic[{tag}]: {held['p99'] / max(topic['p99'], 1e-9):.3f}")
+    rounds: list[dict[str, float]] = []
+    for r in range(args.rounds):
+        # Alternate which of single and topic goes first: the machine's pace drifts
+        # within minutes, and a drift then favours neither in the medians.
+        order = ("single", "topic") if r % 2 == 0 else ("topic", "single")
+        results = {}
+        for kind in (*order, "topic+held"):
+            label = kind if args.rounds == 1 else f"{kind}.{r + 1}"
+            results[kind] = got = one_run(args, team, kind, label)
+            _print_run(f"{label},{tag}", got)
+        ratios = _ratios(results["single"], results["topic"], results["topic+held"])
+        suffix = tag if args.rounds == 1 else f"{tag},round={r + 1}"
+        for name, value in ratios.items():
+            print(f"{name}[{suffix}]: {value:.3f}", flush=True)
+        rounds.append(ratios)
+    if args.rounds > 1:
+        for name in rounds[0]:
+            values = [ratios[name] for ratios in rounds]
+            listed = ", ".join(f"{value:.3f}" for value in values)
+            print(f"{name}_median[{tag}]: {statistics.median(values):.3f} (rounds: {listed})")
+
+
+def _print_run(tag: str, got: dict) -> None:
+    print(f"delivered_per_second[{tag}]: {got['rate']:.0f} requests/s", flush=True)
+    for q in ("p50", "p99", "max"):
+        print(f"lag_{q}_seconds[{tag}]: {got[q]:.3f} s")
+    print(f"duplicates[{tag}]: {got['repeats']}")
+    print(f"missing[{tag}]: {got['missing']}")
+    for what, (n, jobs) in got["statements"].items():
+        print(f"{what}[{tag}]: {n:.0f} statements, {jobs / max(1.0, n):.0f} jobs each")
+    for name, spent in got["cpu_us"].items():
+        print(f"cpu_us_per_delivered[{tag}][{name}]: {spent:.1f} us")
+
+
+def _ratios(single: dict, topic: dict, held: dict) -> dict[str, float]:
+    """One round's figures: topic against single, held against topic."""
     service = [sum(r["cpu_us"][name] for name in SERVICE) for r in (single, topic)]
-    print(f"service_cpu_topic_over_single[{tag}]: {service[1] / max(service[0], 1e-9):.3f}")
     # The receiver does the same work for every request in both runs: its CPU a request
     # stands for the machine's pace in each run (which moves by a third within minutes).
     paced = [
         cost / max(r["cpu_us"]["receiver"], 1e-9)
         for cost, r in zip(service, (single, topic), strict=True)
     ]
-    print(
-        f"service_cpu_topic_over_single_receiver_paced[{tag}]: {paced[1] / max(paced[0], 1e-9):.3f}"
-    )
     whole = [
         service[0] + single["cpu_us"]["scheduling"],
         service[1] + topic["cpu_us"]["scheduling"],
     ]
-    print(f"service_cpu_with_scheduling_topic_over_single[{tag}]: {whole[1] / whole[0]:.3f}")
+    return {
+        "ratio_topic_to_single": topic["rate"] / max(single["rate"], 1e-9),
+        "p99_held_over_topic": held["p99"] / max(topic["p99"], 1e-9),
+        "service_cpu_topic_over_single": service[1] / max(service[0], 1e-9),
+        "service_cpu_topic_over_single_receiver_paced": paced[1] / max(paced[0], 1e-9),
+        "service_cpu_with_scheduling_topic_over_single": whole[1] / max(whole[0], 1e-9),
+    }
 
 
-def one_run(args: argparse.Namespace, team: object, run: str) -> dict:
+def one_run(args: argparse.Namespace, team: object, kind: str, run: str) -> dict:
+    """One run of ``kind`` (single, topic, topic+held), its deliveries labelled ``run``."""
     from scheduling.jobs.services import JobSpec, job_schedule_many
     from scheduling.sharding.clock import db_now
 
-    single = run == "single"
+    single = kind == "single"
     deliveries = args.jobs * ENDPOINTS
     due = db_now() + timedelta(seconds=8 + deliveries / 15_000)
     payload = {"run": run, "due": due.timestamp()}
@@ -230,7 +266,7 @@ def one_run(args: argparse.Namespace, team: object, run: str) -> dict:
             for i in range(deliveries)
         ]
     else:
-        topic = "t10" if run == "topic" else "t10held"
+        topic = "t10" if kind == "topic" else "t10held"
         specs = [
             JobSpec(due_at=due, target_kind="topic", target=topic, payload=payload)
             for _ in range(args.jobs)
@@ -249,7 +285,7 @@ def one_run(args: argparse.Namespace, team: object, run: str) -> dict:
     cpu = CpuGroups(service_groups(poller_pids, _receiver_pids))
     time.sleep(max(0.0, due.timestamp() - time.time()))  # CPU from the due instant on
     cpu.start()
-    expected = deliveries - (args.jobs if run == "topic+held" else 0)
+    expected = deliveries - (args.jobs if kind == "topic+held" else 0)
     deadline = time.monotonic() + args.timeout
     got: dict = {}
     while time.monotonic() < deadline:

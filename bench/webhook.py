@@ -36,7 +36,12 @@ and writebacks (statements, and jobs per statement, from the same metrics) and
 cpu_us_per_delivered for the pollers, their transport processes, the database's
 backends and the receiver (read from /proc from the due instant to the end of the
 run); for the raw reference, raw_cpu_us_per_request of the client and of the
-receiver under it. Everything it starts is stopped and the database is dropped.
+receiver under it. After each run the raw reference is measured again on that run's
+receivers (``[..., after]``), and the run is judged against the mean of the measures
+just before and just after it (the machine's pace moves within minutes):
+ratio_to_raw_bracketed, service_cpu_over_raw_client (pollers + transports + database
+per delivered job over the raw client's CPU a request) and receiver_cpu_over_raw.
+Everything it starts is stopped and the database is dropped.
 
 ``--contract``: each run of (b) and (c) is followed by one whose jobs carry the
 delivery contract's commonest shape (``[b+contract,P=p]``): three custom headers
@@ -63,6 +68,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -82,8 +88,11 @@ RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: text/plain\r\
 FAST_HOSTS = [f"127.0.0.{i}" for i in range(2, 9)]
 SLOW_HOST = "127.0.0.9"
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+ONE, SEVEN = "one receiver", "seven receivers"  # the raw reference's two measures
+RAW_HOSTS = {ONE: ["127.0.0.1"], SEVEN: FAST_HOSTS}
 _children: list[subprocess.Popen[bytes]] = []
 _collector: list[int] = []  # the OTLP collector's pid (--traced)
+_raw: dict[str, Raw] = {}  # the latest measure of each raw reference (ONE, SEVEN)
 
 
 # --- the receiver (its own process) ---------------------------------------------------
@@ -195,8 +204,17 @@ async def raw_client(hosts: list[str], port: int, n: int, conns: int) -> None:
     await asyncio.gather(*(worker(hosts[i % len(hosts)]) for i in range(conns)))
 
 
-def raw_rate(hosts: list[str], port: int, n: int, tag: str) -> float:
-    """Requests/s of the raw client; prints its CPU and the receiver's per request."""
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """One measure of the raw reference."""
+
+    rate: float  # requests/s
+    client_us: float  # the raw client's CPU a request
+    receiver_us: float  # the receiver's CPU a request under it
+
+
+def raw_rate(hosts: list[str], port: int, n: int, tag: str) -> Raw:
+    """The raw client's requests/s and CPU; prints its CPU and the receiver's per request."""
     receiver_get(port, "/reset")
     cpu = CpuGroups({"raw_client": lambda: [os.getpid()], "receiver": receiver_pids})
     cpu.start()
@@ -207,7 +225,7 @@ def raw_rate(hosts: list[str], port: int, n: int, tag: str) -> float:
     receiver_get(port, "/reset")
     for name, spent in seconds.items():
         print(f"raw_cpu_us_per_request[{tag},{name}]: {spent * 1e6 / n:.1f} us")
-    return rate
+    return Raw(rate, seconds["raw_client"] * 1e6 / n, seconds["receiver"] * 1e6 / n)
 
 
 def receiver_pids() -> list[int]:
@@ -268,17 +286,16 @@ def main() -> int:
             collector.start()
             _collector.append(collector.pid)
         time.sleep(0.5)
-        one = raw_rate(["127.0.0.1"], args.port, args.raw_requests, "one receiver")
-        print(f"raw_requests_per_second[one receiver]: {one:.0f} req/s")
-        eight = raw_rate(FAST_HOSTS, args.port, args.raw_requests, "seven receivers")
-        print(f"raw_requests_per_second[seven receivers]: {eight:.0f} req/s")
+        for tag, hosts in RAW_HOSTS.items():
+            _raw[tag] = raw_rate(hosts, args.port, args.raw_requests, tag)
+            print(f"raw_requests_per_second[{tag}]: {_raw[tag].rate:.0f} req/s")
         counts = [int(p) for p in args.pollers.split(",")]
         shapes = args.shapes.split(",")
         if "a" in shapes:
-            run(args, "a", 2, jobs=args.jobs, spread=59.9, hosts=["127.0.0.1"], raw=one)
+            run(args, "a", 2, jobs=args.jobs, spread=59.9, hosts=["127.0.0.1"], raw=ONE)
         for shape, hosts, raw in (
-            ("b", ["127.0.0.1"], one),
-            ("c", [*FAST_HOSTS, SLOW_HOST], eight),
+            ("b", ["127.0.0.1"], ONE),
+            ("c", [*FAST_HOSTS, SLOW_HOST], SEVEN),
         ):
             if shape in shapes:
                 for pollers in counts:
@@ -303,8 +320,10 @@ def run(
     jobs: int,
     spread: float,
     hosts: list[str],
-    raw: float,
+    raw: str,
 ) -> None:
+    """One run of ``shape`` with ``pollers``; ``raw`` names its raw reference, measured
+    again after it (``_raw`` keeps the latest of each)."""
     from django.db import connection
 
     from scheduling import keys
@@ -389,7 +408,8 @@ def run(
     rss = max(peak_rss_mb(child.pid) for child in _children)
     pollers_stop(_children)
     stats = receiver_get(args.port, "/stats")
-    report(shape, pollers, jobs, expected_fast, first, stats, rss, raw)
+    before = _raw[raw]
+    rate = report(shape, pollers, jobs, expected_fast, first, stats, rss, before.rate)
     tag = f"[{shape},P={pollers}]"
     share = deferred / max(1, stats.get("unique", 0))
     print(f"deferral_writes{tag}: {deferred} jobs ({share:.2%} of delivered)")
@@ -401,6 +421,21 @@ def run(
         print(f"{what}{tag}: {n:.0f} statements, {scraped[total] / max(1.0, n):.0f} jobs each")
     for name, spent in seconds.items():
         print(f"cpu_us_per_delivered{tag}[{name}]: {spent * 1e6 / max(1, sent):.1f} us")
+    # The raw reference again, right after: the machine's pace moves within minutes, so
+    # the run is judged against the mean of the measures just before and just after it.
+    after = _raw[raw] = raw_rate(RAW_HOSTS[raw], args.port, args.raw_requests, f"{raw}, after")
+    bracket = [before, after]
+    print(f"raw_requests_per_second_after{tag}: {after.rate:.0f} req/s")
+    mean_rate = sum(r.rate for r in bracket) / 2
+    print(f"ratio_to_raw_bracketed{tag}: {rate / mean_rate:.2f}")
+    service = sum(seconds[name] for name in ("pollers", "transports", "postgres"))
+    service_us = service * 1e6 / max(1, sent)
+    client_us = sum(r.client_us for r in bracket) / 2
+    print(f"service_cpu_over_raw_client{tag}: {service_us / client_us:.2f}")
+    receiver_us = sum(r.receiver_us for r in bracket) / 2
+    print(
+        f"receiver_cpu_over_raw{tag}: {seconds['receiver'] * 1e6 / max(1, sent) / receiver_us:.2f}"
+    )
     if args.traced:
         time.sleep(6)  # the batch span processors' last export (every 5 s)
         exported = receiver_get(args.port + 50, "/stats")
@@ -474,7 +509,8 @@ def report(
     stats: dict,
     rss: float,
     raw: float,
-) -> None:
+) -> float:
+    """Print the run's delivery figures; return its rate (jobs/s)."""
     from django.db import connection
 
     tag = f"[{shape},P={pollers}]"
@@ -508,6 +544,7 @@ def report(
         print(f"fast_drain_seconds{tag}: {span:.3f} s")
         print(f"fast_lag_p99_over_drain_seconds{tag}: {fast['p99'] - span:+.3f} s")
     print(f"written_back_delivered{tag}: {delivered} jobs", flush=True)
+    return rate
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import logging
 import queue
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 
 from polling import conf, metrics
@@ -304,8 +304,9 @@ class Pipeline:
         """Seconds until the ready results are due to be written (None: nothing ready)."""
         return self.ready.seconds_to_write()
 
-    def write_back(self, now: datetime) -> set[int]:
+    def write_back(self, now: datetime, *, held: Collection[int] = ()) -> set[int]:
         """Write every ready result in one fenced transaction; return shards found lost.
+        ``held``: the shards this poller reads (a topic's children are drawn on them).
 
         A result refused by the fence (the lease changed hands since the read) is
         dropped: the row is still pending, and the shard's new owner delivers it.
@@ -314,7 +315,7 @@ class Pipeline:
         if not group:
             return set()
         try:
-            self.ready.write(group, now)
+            self.ready.write(group, now, held=held)
         finally:  # written or not, these jobs have left the window
             for jobs in group.groups():
                 for job in jobs:

@@ -70,7 +70,8 @@ class Pump:
     def write_back(self) -> None:
         # A slow delivery must not let the lease lapse before its write.
         self.keeper.renew_if_due(self._now())
-        self.keeper.lose(self.pipeline.write_back(self._now()))
+        now = self._now()
+        self.keeper.lose(self.pipeline.write_back(now, held=self.keeper.readable()))
 
     def settle(self, deadline: float | None = None) -> None:
         """Wait for every job in flight and write all of it back (up to ``deadline``)."""

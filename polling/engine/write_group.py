@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
@@ -144,8 +144,9 @@ class WriteGroup:
         self._since = None
         return out
 
-    def write(self, out: Written, now: datetime) -> None:
-        """Write ``out`` (from ``take``) in one fenced transaction; set ``out.lost``."""
+    def write(self, out: Written, now: datetime, *, held: Collection[int] = ()) -> None:
+        """Write ``out`` (from ``take``) in one fenced transaction; set ``out.lost``.
+        ``held``: the shards this poller reads (``fanout_write`` draws children on them)."""
         jobs, outcomes, expired = out.jobs, out.outcomes, out.expired
         failpoint("after_dispatch")  # fault tests: crash between delivery and write-back
         span = spans.batch_open("sendlater.write_back", owner=self.owner)  # None: tracing off
@@ -164,7 +165,8 @@ class WriteGroup:
                     written=written,
                     now=now,
                 )
-                fanout_write(fanout, written=written, now=now)  # topic children, here too
+                # topic children, here too
+                fanout_write(fanout, written=written, now=now, held=held)
                 done = self._batches_done(*out.groups())
                 if len(written) != len(results):  # fenced out: the next owner forgets those
                     done -= {job.batch for job in (*jobs, *expired) if job.id not in written}

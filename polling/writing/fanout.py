@@ -92,10 +92,17 @@ def fanout_plan(*, jobs: Sequence[ClaimedJob], results: Sequence[Result]) -> Fan
     return plan
 
 
-def fanout_write(plan: FanOut | None, *, written: Collection[UUID], now: datetime) -> int:
+def fanout_write(
+    plan: FanOut | None,
+    *,
+    written: Collection[UUID],
+    now: datetime,
+    held: Collection[int] = (),
+) -> int:
     """Insert the children of the planned parents the fenced write changed, and name
     them on their parents; return the children written. Call in the write-back's
-    transaction, after it."""
+    transaction, after it. ``held``: the shards this poller reads, where the children
+    are drawn (none given: their parents' shards)."""
     if plan is None:
         return 0
     parents = [(job, result, eps) for job, result, eps in plan.parents if job.id in written]
@@ -104,7 +111,7 @@ def fanout_write(plan: FanOut | None, *, written: Collection[UUID], now: datetim
     place = open_bucket(now)
     count = shard_counts_record([place])[place]
     with gc_paused():  # ten thousand short-lived rows a group, none in a cycle
-        children, shards, named = _children_build(parents, place, count, now)
+        children, shards, named = _children_build(parents, place, count, now, held)
         jobs_insert(children)
     due_now_written(shards)  # their shards' owners read them at once
     extras_write(named)
@@ -118,10 +125,17 @@ def _children_build(
     place: datetime,
     count: int,
     now: datetime,
+    held: Collection[int],
 ) -> tuple[list[Job], set[int], list[tuple[Result, dict[str, Any], None]]]:
     """The parents' children (one per endpoint), their shards, and each parent's
     ``request`` naming them."""
-    ids = iter(new_job_ids(sum(len(eps) for _, _, eps in parents)))
+    ids = iter(
+        _ids_on_shards(
+            sum(len(eps) for _, _, eps in parents),
+            count,
+            set(held) or {job.shard for job, _, _ in parents},
+        )
+    )
     builders: dict[int, JobBuilder] = {}
     texts: dict[tuple[str, int, str, str], tuple[dict[str, Any], str]] = {}
     children = []
@@ -144,9 +158,8 @@ def _children_build(
         topic_of = f',"{TOPIC_OF}":{json.dumps(parent_id)}}}'
         mine: dict[str, str] = {}
         for endpoint in endpoints:
-            child_id = next(ids)
-            shards.add(shard := keys.shard_of(child_id, count))
-            mine[endpoint.name] = str(child_id)
+            child_id, mine[endpoint.name], shard = next(ids)
+            shards.add(shard)
             shared, shared_json = _shared_request(texts, inherited, job, endpoint)
             request = {**shared, TOPIC_OF: parent_id}
             request_json = shared_json[:-1] + topic_of  # the endpoint's text, this parent's id
@@ -172,6 +185,41 @@ def _children_build(
             )
         named.append((result, {**(job.request or {}), CHILDREN: mine}, None))
     return children, shards, named
+
+
+# Draw a child's id among at most this many times the ids it needs: past that (a poller
+# holding few of the open bucket's shards) the children go to any shard.
+_DRAWS_PER_ID = 4
+
+
+def _ids_on_shards(n: int, count: int, shards: set[int]) -> list[tuple[UUID, str, int]]:
+    """``n`` new job ids, each with its text and its shard among ``count``, drawn so that
+    each shard is one of ``shards`` (the poller's own: it holds their leases).
+
+    A child is due at once, so whoever owns its shard reads it, woken by its commit:
+    drawn on the parents' shards, the poller that fanned it out reads and sends it, and
+    the other pollers are neither woken nor given small reads (with 2 pollers, half of
+    the children would otherwise go to the other one). The id is still a random
+    version-4 UUID and its shard still ``keys.shard_of`` of it (docs/delivery.md);
+    about ``count / len(shards)`` draws an id.
+    """
+    wanted = {shard for shard in shards if shard < count}
+    out: list[tuple[UUID, str, int]] = []
+    if wanted and len(wanted) < count and count <= _DRAWS_PER_ID * len(wanted):
+        for _ in range(_DRAWS_PER_ID):
+            need = n - len(out)
+            if need <= 0:
+                break
+            for value in new_job_ids(-(-need * count // len(wanted))):
+                text = str(value)
+                if (shard := keys.shard_of(text, count)) in wanted:
+                    out.append((value, text, shard))
+        del out[n:]
+    while len(out) < n:  # every shard is wanted, or the draws came short: any shard
+        for value in new_job_ids(n - len(out)):
+            text = str(value)
+            out.append((value, text, keys.shard_of(text, count)))
+    return out
 
 
 def _shared_request(

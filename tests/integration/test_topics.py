@@ -372,3 +372,37 @@ def test_a_burst_to_a_healthy_endpoint_clears_it_once_a_second_and_after_a_failu
         group("delivered")  # after a failure it recorded: at once
     endpoint.refresh_from_db()
     assert endpoint.failing_since is None
+
+
+def test_children_go_to_the_shards_of_the_poller_that_fans_them_out(team) -> None:
+    from polling.models import ShardLease
+
+    base = future_base()
+    with running_receiver() as rx:
+        topic_put(
+            team=team,
+            name="orders",
+            endpoints=[EndpointSpec(name=f"e{k}", url=rx.url(f"/ok?e=e{k}")) for k in range(4)],
+        )
+        sinks = [Router({"webhook": WebhookSink(concurrency=4)}) for _ in range(2)]
+        pollers = [poller_build(f"p{k + 1}", sink=sink) for k, sink in enumerate(sinks)]
+        for step in range(-30, 0):  # the two split the shards between them
+            for poller in pollers:
+                poller.iterate(now=base + timedelta(seconds=step))
+        owner = dict(ShardLease.objects.values_list("shard", "owner"))
+        assert set(owner.values()) == {"p1", "p2"}
+        jobs = [topic_job(team, base) for _ in range(40)]
+        for step in (1, 2, 3):
+            for poller in pollers:
+                poller.iterate(now=base + timedelta(seconds=step))
+        for sink in sinks:
+            sink.close()
+    fanned = {owner[job.shard] for job in jobs}
+    assert fanned == {"p1", "p2"}  # both pollers fanned out parents of their own shards
+    for job in jobs:
+        children = children_of(job)
+        assert len(children) == 4
+        # each child on a shard its parent's poller holds, delivered once
+        assert {owner[child.shard] for child in children.values()} == {owner[job.shard]}
+        assert {child.status for child in children.values()} == {"delivered"}
+    assert len(rx.requests) == 160 and len({r.headers["webhook-id"] for r in rx.requests}) == 160
