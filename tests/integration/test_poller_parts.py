@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from datetime import datetime, timedelta
 
 import pytest
@@ -157,6 +158,7 @@ class WindowStub:
     def __init__(self) -> None:
         self.in_flight = 4
         self.written = 0
+        self.held: list[set[int]] = []  # the shards each write-back was told the poller reads
 
     def room(self) -> int:
         return self.window - self.in_flight
@@ -192,8 +194,9 @@ class WindowStub:
     def all_answered(self) -> bool:
         return True
 
-    def write_back(self, now: datetime) -> set[int]:
+    def write_back(self, now: datetime, *, held: Collection[int] = ()) -> set[int]:
         self.written += 1
+        self.held.append(set(held))
         self.in_flight = max(0, self.in_flight - 2)
         return {2}
 
@@ -207,6 +210,7 @@ def test_the_pump_writes_back_until_there_is_room_and_drops_lost_leases() -> Non
     assert pump.room_for_a_batch()
     assert window.written == 2 and window.room() >= 3
     assert keeper.leases == {1: 1}  # shard 2's results were fenced out: its lease is gone
+    assert window.held == [{1, 2}, {1}]  # what a fan-out may draw children on, each time
     window.in_flight = 4
     stopping.set()
     assert not pump.room_for_a_batch()  # a stopping poller does not wait for room
