@@ -5,7 +5,7 @@
 (the front door, then Django). ``/bench/floor`` is the create's database work
 behind the bare stack: gunicorn reads the request and its body, and the request's
 count and a job's guarded INSERT go to PostgreSQL in one round trip, as the
-single-job create sends them (``scheduling.api.fastpath._create_in_one_trip``). The
+single-job create sends them (``scheduling.api.jobs.fastpath._create_in_one_trip``). The
 statements, tables and indexes are the create's. There is no key check, no body
 parsing or validation, no Job built and no JSON rendered. The answer is a constant.
 
@@ -61,8 +61,8 @@ def _service() -> Any:
 def _statements(body: bytes) -> list[tuple[str, list[object]]]:
     """The count and the INSERT, the latter with a new job id, both in the budget's
     current window (as a create's: the guard reads the count of that window)."""
-    from scheduling.api import ratelimit
-    from scheduling.api.throttling import budget_of
+    from scheduling.api.access import ratelimit
+    from scheduling.api.access.throttling import budget_of
     from scheduling.storage.jobinsert import new_job_ids
 
     team_pk, sql, template, id_at = _insert(body)
@@ -82,9 +82,9 @@ def _insert(body: bytes) -> tuple[object, str, tuple[object, ...], int]:
     the statement, its parameters and where the job id sits among them."""
     from django.utils import timezone
 
-    from scheduling.api import ratelimit
-    from scheduling.api.bulkplain import job_create_plain
-    from scheduling.api.serializers import job_spec_from
+    from scheduling.api.access import ratelimit
+    from scheduling.api.jobs.bulkplain import job_create_plain
+    from scheduling.api.jobs.serializers import job_spec_from
     from scheduling.jobs import services
     from scheduling.models import Team
 

@@ -326,7 +326,7 @@ class TaskRun(models.Model):
 
 
 class ThrottleCounter(models.Model):
-    """A request budget's counter for the current window (``scheduling.api.ratelimit``).
+    """A request budget's counter for the current window (``scheduling.api.access.ratelimit``).
 
     One row per (scope, team): a request counts in one ``INSERT ... ON CONFLICT DO
     UPDATE ... RETURNING`` that starts the row anew when the window has moved on, so

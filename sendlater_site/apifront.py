@@ -13,7 +13,7 @@ layers would do to such a call:
   ``CommonMiddleware``: the host against ``ALLOWED_HOSTS``, denied user agents,
   ``PREPEND_WWW``). Any of them objecting (a redirect, an error) sends the request
   to Django untouched, which gives that answer;
-- the call: ``scheduling.api.fastpath.answer`` with the view class the URL resolves
+- the call: ``scheduling.api.jobs.fastpath.answer`` with the view class the URL resolves
   to, as the view's own fast path runs it;
 - after: ``process_response`` of the same middleware and ``XFrameOptionsMiddleware``
   in Django's order, the API request metrics, and the work of Django's
@@ -52,7 +52,7 @@ from django.http import HttpResponseBase
 from django.urls import Resolver404, resolve, set_script_prefix, set_urlconf
 from django.utils.module_loading import import_string
 
-from scheduling.api import fastpath, views
+from scheduling.api.jobs import fastpath, views
 from sendlater_site.metrics import api_request_record
 from sendlater_site.urllimit import url_too_long
 

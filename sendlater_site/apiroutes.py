@@ -1,6 +1,6 @@
 """Middleware with nothing to do on API calls, skipped for them.
 
-``/api/v1/`` is authenticated by team keys (DRF, ``scheduling.api.auth``), never by a
+``/api/v1/`` is authenticated by team keys (DRF, ``scheduling.api.access.auth``), never by a
 session: no API view reads the session, the Django user or flash messages. Building
 a session store, a lazy user and a message store for each call, then checking
 on the way out that none was touched, cost ~5 % of a single-job call's worker CPU

@@ -232,7 +232,7 @@ if CACHES["default"]["BACKEND"].endswith("DatabaseCache"):
     # reset some teams' counters; every write also counts the rows, so not too big.
     CACHES["default"].setdefault("OPTIONS", {}).setdefault("MAX_ENTRIES", 5000)
 
-# Where request budgets are counted (scheduling.api.ratelimit): "database" (one
+# Where request budgets are counted (scheduling.api.access.ratelimit): "database" (one
 # statement a request, exact across workers) or "cache" (CACHES["default"]: one INCR
 # with CACHE_URL=redis://...).
 SENDLATER_THROTTLE_STORE = env.str("SENDLATER_THROTTLE_STORE", default="database")
@@ -242,16 +242,16 @@ if SENDLATER_THROTTLE_STORE not in ("database", "cache"):
 # checked against the database again: the longest a revoked key keeps working.
 SENDLATER_API_KEY_CACHE_SECONDS = env.float("SENDLATER_API_KEY_CACHE_SECONDS", default=10.0)
 # The single-job create and read answered without DRF's per-request machinery
-# (scheduling/api/fastpath.py; same answers). Off: every call goes through DRF.
+# (scheduling/api/jobs/fastpath.py; same answers). Off: every call goes through DRF.
 SENDLATER_API_FASTPATH = env.bool("SENDLATER_API_FASTPATH", default=True)
 
 # --- API ------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["scheduling.api.parsers.BoundedJSONParser"],
-    "DEFAULT_AUTHENTICATION_CLASSES": ["scheduling.api.auth.BearerKeyAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["scheduling.api.access.auth.BearerKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_THROTTLE_CLASSES": ["scheduling.api.throttling.TeamScopedRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["scheduling.api.access.throttling.TeamScopedRateThrottle"],
     # Per team, shared by all its keys. "jobs": single-job calls and reads;
     # "jobs_bulk": bulk create and bulk cancel (up to 1,000 jobs each).
     "DEFAULT_THROTTLE_RATES": {
@@ -285,9 +285,9 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "scheduling.api.schema.document_headers",
-        "scheduling.api.schedule_views.document_schedules",
-        "scheduling.api.flow_views.document_flow_controls",
-        "scheduling.api.topic_views.document_topics",
+        "scheduling.api.schedules.views.document_schedules",
+        "scheduling.api.flow.views.document_flow_controls",
+        "scheduling.api.topics.views.document_topics",
         "scheduling.api.schema_rules.document_rules",
     ],
 }

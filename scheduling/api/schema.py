@@ -6,13 +6,13 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 
-from scheduling.api.serializers import ErrorSerializer
+from scheduling.api.jobs.serializers import ErrorSerializer
 
 JOB_ID = "3f2b8c1e-5a3d-4c6e-9f10-2b7a9e4d1c05"
 
 
 class BearerKeyScheme(OpenApiAuthenticationExtension):
-    target_class = "scheduling.api.auth.BearerKeyAuthentication"
+    target_class = "scheduling.api.access.auth.BearerKeyAuthentication"
     name = "bearerKey"
 
     def get_security_definition(self, auto_schema):  # type: ignore[no-untyped-def]

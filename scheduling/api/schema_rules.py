@@ -16,7 +16,7 @@ from django.utils import timezone
 from scheduling import handlers
 from scheduling.api import contract
 from scheduling.api.fields import allowlist_hosts
-from scheduling.api.serializers import (
+from scheduling.api.jobs.serializers import (
     MAX_BULK_JOBS,
     MAX_METADATA_ENTRIES,
     MAX_METADATA_KEY_CHARS,

@@ -12,9 +12,9 @@ from rest_framework.response import Response
 
 from scheduling.api import schema
 from scheduling.api.fields import CallbackUrlField
+from scheduling.api.jobs.serializers import StrictSerializer
+from scheduling.api.jobs.views import TeamView
 from scheduling.api.request_fields import RetryPolicySerializer
-from scheduling.api.serializers import StrictSerializer
-from scheduling.api.views import TeamView
 from scheduling.jobs.requests import RetryPolicy
 from scheduling.jobs.team_defaults import UNSET, team_defaults_set, team_retry_policy
 from scheduling.models import Team

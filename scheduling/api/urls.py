@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from django.urls import path
 
-from scheduling.api import flow_views, schedule_views, team_views, topic_views, views
+from scheduling.api import team_views
+from scheduling.api.flow import views as flow_views
+from scheduling.api.jobs import views
+from scheduling.api.schedules import views as schedule_views
+from scheduling.api.topics import views as topic_views
 
 urlpatterns = [
     path("jobs", views.JobListCreateView.as_view(), name="jobs"),

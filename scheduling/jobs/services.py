@@ -280,7 +280,7 @@ def job_write_one(
 ) -> JobWrite | None:
     """``job_schedule`` of one job without an idempotency key, as one INSERT to send
     without asking the database's clock first (PostgreSQL): the caller sends it in
-    the same round trip as a statement before it (scheduling/api/fastpath.py).
+    the same round trip as a statement before it (scheduling/api/jobs/fastpath.py).
 
     ``now`` is this process's clock. The bucket is chosen and the spec checked with
     it; the INSERT takes its write times from the database's clock and writes only if

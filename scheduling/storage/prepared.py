@@ -21,7 +21,7 @@ Inside a transaction (psycopg opens it lazily on its own next statement), with
 statement goes through Django's cursor wrapper instead, prepared just the same.
 ``prepared_pipeline`` sends several such statements in one round trip, each in a
 transaction of its own (libpq's pipeline mode, a Sync after each): the single-job
-create's request count and its INSERT (scheduling/api/fastpath.py). It is there only
+create's request count and its INSERT (scheduling/api/jobs/fastpath.py). It is there only
 on the direct path; elsewhere the caller runs the statements one by one.
 
 SQLite (no server planning to save), and PostgreSQL with

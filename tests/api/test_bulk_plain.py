@@ -15,8 +15,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.api.bulkplain import bulk_jobs_plain, bulk_result_body
-from scheduling.api.serializers import (
+from scheduling.api.jobs.bulkplain import bulk_jobs_plain, bulk_result_body
+from scheduling.api.jobs.serializers import (
     MAX_BULK_JOBS,
     JobBulkCreateSerializer,
     JobBulkResultSerializer,

@@ -56,8 +56,8 @@ def test_key_check_during_failover_is_503(api, settings, fast: bool, method: str
     settings.SENDLATER_API_FASTPATH = fast
     error = OperationalError("server closed the connection unexpectedly")
     with (
-        mock.patch("scheduling.api.auth.api_key_check", side_effect=error),
-        mock.patch("scheduling.api.fastpath.api_key_check", side_effect=error),
+        mock.patch("scheduling.api.access.auth.api_key_check", side_effect=error),
+        mock.patch("scheduling.api.jobs.fastpath.api_key_check", side_effect=error),
     ):
         if method == "post":
             response = api.post(URL, job_body(), format="json")

@@ -1,5 +1,5 @@
 """The single-job fast path against DRF: the same request, answered both ways, must get
-the same status, headers and body bytes (scheduling/api/fastpath.py).
+the same status, headers and body bytes (scheduling/api/jobs/fastpath.py).
 
 Each case is sent twice, once with the fast path on and once with it off
 (``SENDLATER_API_FASTPATH``), starting from the same state. A create answers with

@@ -18,10 +18,10 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from scheduling.api.flow_views import FLOW_KEY
-from scheduling.api.schedule_views import SCHEDULE_ID
+from scheduling.api.flow.views import FLOW_KEY
+from scheduling.api.schedules.views import SCHEDULE_ID
 from scheduling.api.schema import JOB_ID
-from scheduling.api.topic_views import ENDPOINT, TOPIC
+from scheduling.api.topics.views import ENDPOINT, TOPIC
 from scheduling.flow.services import flow_limits_set
 from scheduling.jobs.services import job_schedule
 from scheduling.models import Job, Schedule

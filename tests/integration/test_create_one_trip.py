@@ -1,4 +1,4 @@
-"""A single-job create's count and INSERT in one round trip (scheduling/api/fastpath.py,
+"""A single-job create's count and INSERT in one round trip (scheduling/api/jobs/fastpath.py,
 ``prepared.prepared_pipeline``, ``services.job_write_one``).
 
 PostgreSQL outside a test transaction, as a request runs (the pipeline is there only
@@ -20,7 +20,8 @@ from django.db import DataError, connection
 from django.test import override_settings
 
 from scheduling import conf, keys
-from scheduling.api import fastpath, ratelimit
+from scheduling.api.access import ratelimit
+from scheduling.api.jobs import fastpath
 from scheduling.jobs import services
 from scheduling.models import Job
 from scheduling.sharding.buckets import shard_count_of, shard_counts_record
@@ -135,7 +136,7 @@ def test_the_answer_is_drf_s(api, warm, trips) -> None:
 
 
 def _body_of(job: Job) -> dict[str, Any]:
-    from scheduling.api.serializers import job_body as rendered
+    from scheduling.api.jobs.serializers import job_body as rendered
 
     return rendered(job)
 
@@ -198,7 +199,7 @@ def test_a_failed_count_whose_insert_wrote_answers_the_job(
     api, warm, trips, monkeypatch, caplog
 ) -> None:
     monkeypatch.setattr(ratelimit, "counting", lambda key, window: ("SELECT 1 / 0", []))
-    with caplog.at_level(logging.WARNING, logger="scheduling.api.fastpath"):
+    with caplog.at_level(logging.WARNING, logger="scheduling.api.jobs.fastpath"):
         response = api.post(URL, warm, format="json")
     assert response.status_code == 201  # the job exists: its guard read the budget as spent 1
     assert Job.objects.filter(id=response.json()["id"]).exists()

@@ -17,7 +17,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from scheduling import conf, keys
-from scheduling.api import ratelimit
+from scheduling.api.access import ratelimit
 from scheduling.models import Job
 from scheduling.sharding.clock import db_now
 from scheduling.storage import jobinsert, prepared

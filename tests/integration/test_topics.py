@@ -9,7 +9,7 @@ import pytest
 
 from polling.dispatch.router import Router
 from polling.dispatch.webhook import WebhookSink
-from scheduling.api.serializers import job_body
+from scheduling.api.jobs.serializers import job_body
 from scheduling.jobs.requests import DeliveryRequest, RetryPolicy
 from scheduling.jobs.services import job_cancel, job_reschedule, job_schedule
 from scheduling.models import Job

@@ -12,8 +12,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from scheduling import tracing
-from scheduling.api import fastpath, pagination, schema
-from scheduling.api.schedule_serializers import (
+from scheduling.api import pagination, schema
+from scheduling.api.jobs import fastpath
+from scheduling.api.jobs.views import TeamView, _name_targets
+from scheduling.api.schedules.serializers import (
     DEFAULT_PREVIEW,
     OccurrencesQuerySerializer,
     OccurrencesSerializer,
@@ -24,8 +26,7 @@ from scheduling.api.schedule_serializers import (
     schedule_changes_from,
     schedule_spec_from,
 )
-from scheduling.api.schedule_serializers import ScheduleListQuerySerializer as ListQuery
-from scheduling.api.views import TeamView, _name_targets
+from scheduling.api.schedules.serializers import ScheduleListQuerySerializer as ListQuery
 from scheduling.models import Schedule
 from scheduling.schedules import services as schedules
 from scheduling.sharding.clock import db_now

@@ -17,15 +17,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from scheduling.api import contract, pagination, schema
-from scheduling.api.flow_serializers import (
+from scheduling.api.flow.serializers import (
     FlowControlKeySerializer,
     FlowControlLimitsSerializer,
     FlowControlListQuerySerializer,
     FlowControlPageSerializer,
     FlowControlSerializer,
 )
-from scheduling.api.serializers import ErrorSerializer
-from scheduling.api.views import TeamView
+from scheduling.api.jobs.serializers import ErrorSerializer
+from scheduling.api.jobs.views import TeamView
 from scheduling.errors import FlowControlNotFound
 from scheduling.flow import selectors, services
 from scheduling.flow.models import FlowControl

@@ -20,15 +20,7 @@ from scheduling.api.fields import (
     StrictIntegerField,
     TopicNameField,
 )
-from scheduling.api.request_fields import (
-    CONTRACT_FIELDS,
-    ContractView,
-    DeliveryContractFields,
-    RetryPolicySerializer,
-    contract_cross_check,
-    delivery_request_from,
-)
-from scheduling.api.serializers import (
+from scheduling.api.jobs.serializers import (
     MAX_WINDOW_SECONDS,
     TARGET_FIELDS,
     MetadataField,
@@ -38,6 +30,14 @@ from scheduling.api.serializers import (
     target_field,
     target_of,
     targets_check,
+)
+from scheduling.api.request_fields import (
+    CONTRACT_FIELDS,
+    ContractView,
+    DeliveryContractFields,
+    RetryPolicySerializer,
+    contract_cross_check,
+    delivery_request_from,
 )
 from scheduling.jobs import requests as rq
 from scheduling.models import MissedPolicy, Schedule, TargetKind

@@ -14,10 +14,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scheduling import tracing
-from scheduling.api import fastpath, pagination, schema
-from scheduling.api.bulkplain import bulk_jobs_plain, bulk_result_body
-from scheduling.api.fastpath import REPLAY_HEADER
-from scheduling.api.serializers import (
+from scheduling.api import pagination, schema
+from scheduling.api.jobs import fastpath
+from scheduling.api.jobs.bulkplain import bulk_jobs_plain, bulk_result_body
+from scheduling.api.jobs.fastpath import REPLAY_HEADER
+from scheduling.api.jobs.serializers import (
     DeliveryAttemptListSerializer,
     JobBulkCreateSerializer,
     JobBulkResultSerializer,

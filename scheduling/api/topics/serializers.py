@@ -16,13 +16,13 @@ from scheduling.api.fields import (
     StrictCharField,
     TopicNameField,
 )
+from scheduling.api.jobs.serializers import StrictSerializer
 from scheduling.api.request_fields import (
     DeliveryContractFields,
     RetryPolicySerializer,
     contract_cross_check,
     delivery_request_from,
 )
-from scheduling.api.serializers import StrictSerializer
 from scheduling.choices import EndpointState
 from scheduling.jobs import requests as rq
 from scheduling.jobs.requests import request_public

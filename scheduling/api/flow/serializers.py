@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from scheduling.api import contract
 from scheduling.api.fields import AwareDateTimeField, FlowControlKeyField, StrictIntegerField
-from scheduling.api.serializers import QuerySerializer, StrictSerializer
+from scheduling.api.jobs.serializers import QuerySerializer, StrictSerializer
 from scheduling.flow.services import (
     PARALLELISM_MAX,
     PERIOD_MAX_SECONDS,

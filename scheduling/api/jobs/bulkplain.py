@@ -14,13 +14,13 @@ from rest_framework import serializers
 
 from scheduling.api import contract
 from scheduling.api.fields import allowlist_hosts
-from scheduling.api.request_fields import CONTRACT_FIELDS
-from scheduling.api.serializers import (
+from scheduling.api.jobs.serializers import (
     MAX_BULK_JOBS,
     MAX_METADATA_ENTRIES,
     MAX_METADATA_KEY_CHARS,
     JobCreateSerializer,
 )
+from scheduling.api.request_fields import CONTRACT_FIELDS
 from scheduling.flow.services import KEY_FORBIDDEN_CHARS
 from scheduling.models import Job
 from scheduling.sharding.clock import iso_utc

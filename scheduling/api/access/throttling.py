@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from rest_framework.throttling import ScopedRateThrottle
 
-from scheduling.api.ratelimit import count_request
+from scheduling.api.access.ratelimit import count_request
 
 if TYPE_CHECKING:  # rest_framework.views imports this module through its settings
     from rest_framework.request import Request
@@ -59,7 +59,7 @@ def budget_spend(scope: str | None, team_pk: object) -> Spent:
     """Count one request of team ``team_pk`` against the ``scope`` budget.
 
     What ``TeamScopedRateThrottle`` does per request, callable without DRF's request
-    objects (``scheduling.api.fastpath``); a scope without a rate is not counted.
+    objects (``scheduling.api.jobs.fastpath``); a scope without a rate is not counted.
     """
     budget = budget_of(scope, team_pk)
     if budget is None:
@@ -79,7 +79,7 @@ class TeamScopedRateThrottle(ScopedRateThrottle):
     Rates are read at each request (not frozen at import like DRF's default), so
     operators change them through settings and tests through override_settings.
     Each request is counted by one atomic operation in a store every worker shares
-    (``scheduling.api.ratelimit``: a one-statement table counter, or Redis), so a
+    (``scheduling.api.access.ratelimit``: a one-statement table counter, or Redis), so a
     budget is per team, exact, whatever the number of workers and machines.
 
     A request the fast path already counted (``request.sendlater_spent``, set when it

@@ -17,9 +17,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from scheduling.api import contract, pagination, schema
-from scheduling.api.flow_serializers import FlowControlListQuerySerializer
-from scheduling.api.serializers import ErrorSerializer
-from scheduling.api.topic_serializers import (
+from scheduling.api.flow.serializers import FlowControlListQuerySerializer
+from scheduling.api.jobs.serializers import ErrorSerializer
+from scheduling.api.jobs.views import TeamView
+from scheduling.api.topics.serializers import (
     EndpointDisableSerializer,
     EndpointPatchSerializer,
     EndpointSerializer,
@@ -32,7 +33,6 @@ from scheduling.api.topic_serializers import (
     endpoint_spec_from,
     topic_body,
 )
-from scheduling.api.views import TeamView
 from scheduling.errors import TopicNotFound
 from scheduling.topics import selectors, services
 from scheduling.topics.models import NAME_MAX_CHARS

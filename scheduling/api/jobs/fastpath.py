@@ -47,12 +47,12 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
 from scheduling import conf, netguard, tracing
-from scheduling.api import ratelimit
-from scheduling.api.auth import TeamPrincipal
-from scheduling.api.bulkplain import job_create_plain
+from scheduling.api.access import ratelimit
+from scheduling.api.access.auth import TeamPrincipal
+from scheduling.api.access.throttling import Budget, Spent, budget_of, budget_spend
+from scheduling.api.jobs.bulkplain import job_create_plain
+from scheduling.api.jobs.serializers import job_body, job_spec_from, target_field
 from scheduling.api.parsers import json_loads
-from scheduling.api.serializers import job_body, job_spec_from, target_field
-from scheduling.api.throttling import Budget, Spent, budget_of, budget_spend
 from scheduling.jobs import selectors, services
 from scheduling.jobs.specs import JobSpec
 from scheduling.models import Job, Team

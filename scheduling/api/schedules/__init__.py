@@ -1,0 +1,1 @@
+"""The recurring-schedules API (``views``, ``serializers``)."""

@@ -1,0 +1,1 @@
+"""The topics API: a team's topics and their endpoints (``views``, ``serializers``)."""
