@@ -26,7 +26,7 @@ from polling.dispatch.base import ClaimedJob, Done, Outcome, deliver_all
 from polling.dispatch.hostguard import HostGuard
 from polling.dispatch.signing import unix_seconds
 from polling.dispatch.spans import delivery_headers, delivery_span
-from polling.dispatch.team_secrets import SecretsCache, SecretsLookup
+from polling.dispatch.team_secrets import SecretsLookup, team_signing_secrets
 from polling.dispatch.transport import Outgoing, Reply, TransportProcess
 from polling.ownership.renewer import PROGRESS
 from scheduling import conf, tracing
@@ -161,7 +161,7 @@ class WebhookSink:
         ``guard`` gives the per-host cap and breaker settings (the transport process
         keeps the state)."""
         del concurrency
-        self.secrets_for = secrets_for or SecretsCache()
+        self.secrets_for = secrets_for or team_signing_secrets
         self.clock = clock
         guard = guard or HostGuard(
             max_per_host=settings.SENDLATER_WEBHOOK_MAX_PER_HOST,
