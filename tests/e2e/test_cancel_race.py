@@ -54,7 +54,10 @@ def _due_job_leased(team) -> tuple[Job, int]:
 
 def _waiting_for_advisory_lock() -> bool:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
         return cursor.fetchone()[0] > 0
 
 

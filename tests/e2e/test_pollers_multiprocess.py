@@ -232,7 +232,8 @@ def test_poller_stopped_inside_a_read_holds_no_one_up(procs, tmp_path) -> None:
     try:
         held = sql(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s"
-            " AND mode = 'ExclusiveLock' AND granted",
+            " AND mode = 'ExclusiveLock' AND granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
             [WINDOW_LOCK_CLASS],
         )
         assert held == [(1,)]  # a holds one shard's window
