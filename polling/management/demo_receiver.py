@@ -106,8 +106,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(raw)
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # socketserver listens with a backlog of 5: the demo's two pollers opening their
+    # connections at once would overflow it, and each dropped handshake costs seconds.
+    request_queue_size = 128
+
+
 def serve(host: str, port: int) -> ThreadingHTTPServer:
     """Return a started-to-be server bound to ``host:port`` (call serve_forever)."""
-    server = ThreadingHTTPServer((host, port), _Handler)
-    server.daemon_threads = True
-    return server
+    return _Server((host, port), _Handler)

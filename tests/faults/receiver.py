@@ -79,6 +79,7 @@ def _unix(value: str | None) -> float:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # not socketserver's 5: pollers open many connections at once
 
     def handle_error(self, request: object, client_address: object) -> None:
         """Print nothing: senders that time out hang up on purpose."""

@@ -111,6 +111,9 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
 
 class _QuietServer(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default listen backlog is 5: two pollers opening their connections
+    # at once overflow it, and a dropped handshake costs the client seconds of retries.
+    request_queue_size = 128
 
     def handle_error(self, request: object, client_address: object) -> None:
         pass  # clients that time out hang up on purpose; nothing to report
