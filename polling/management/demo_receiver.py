@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 import logging
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from uuid import UUID
 
 from django.db import close_old_connections, connection
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from polling.common.http_server import ReceiverServer
 from polling.dispatch.team_secrets import team_signing_secrets
 from scheduling.models import Job
 
@@ -106,13 +107,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(raw)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    # socketserver listens with a backlog of 5: the demo's two pollers opening their
-    # connections at once would overflow it, and each dropped handshake costs seconds.
-    request_queue_size = 128
-
-
-def serve(host: str, port: int) -> ThreadingHTTPServer:
+def serve(host: str, port: int) -> ReceiverServer:
     """Return a started-to-be server bound to ``host:port`` (call serve_forever)."""
-    return _Server((host, port), _Handler)
+    return ReceiverServer((host, port), _Handler)

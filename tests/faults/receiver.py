@@ -16,7 +16,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from polling.common.http_server import ReceiverServer
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +41,7 @@ class FaultReceiver:
     latency_seconds: float = 0.005  # every answer takes this long: batches stay in flight
     receipts: list[Receipt] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    _server: ThreadingHTTPServer | None = None
+    _server: ReceiverServer | None = None
 
     def url(self, path: str = "/hook") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -76,10 +78,8 @@ def _unix(value: str | None) -> float:
     return datetime.fromisoformat(value).timestamp() if value else 0.0
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(ReceiverServer):
     allow_reuse_address = True
-    request_queue_size = 128  # not socketserver's 5: pollers open many connections at once
 
     def handle_error(self, request: object, client_address: object) -> None:
         """Print nothing: senders that time out hang up on purpose."""

@@ -8,7 +8,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from polling.common.http_server import ReceiverServer
 
 
 @dataclass
@@ -109,12 +111,7 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-    # socketserver's default listen backlog is 5: two pollers opening their connections
-    # at once overflow it, and a dropped handshake costs the client seconds of retries.
-    request_queue_size = 128
-
+class _QuietServer(ReceiverServer):
     def handle_error(self, request: object, client_address: object) -> None:
         pass  # clients that time out hang up on purpose; nothing to report
 
