@@ -190,6 +190,10 @@ def _children_build(
 # Draw a child's id among at most this many times the ids it needs: past that (a poller
 # holding few of the open bucket's shards) the children go to any shard.
 _DRAWS_PER_ID = 4
+# Ids drawn beyond the expected need each round: the last few children of a group are
+# not left to a round of one or two draws, which all miss the wanted shards often
+# enough to notice (then those children went to any shard).
+_DRAWS_AT_LEAST = 32
 
 
 def _ids_on_shards(n: int, count: int, shards: set[int]) -> list[tuple[UUID, str, int]]:
@@ -206,11 +210,12 @@ def _ids_on_shards(n: int, count: int, shards: set[int]) -> list[tuple[UUID, str
     wanted = {shard for shard in shards if shard < count}
     out: list[tuple[UUID, str, int]] = []
     if wanted and len(wanted) < count and count <= _DRAWS_PER_ID * len(wanted):
-        for _ in range(_DRAWS_PER_ID):
+        budget = _DRAWS_PER_ID * (-(-n * count // len(wanted)) + _DRAWS_AT_LEAST)  # in all
+        while len(out) < n and budget > 0:
             need = n - len(out)
-            if need <= 0:
-                break
-            for value in new_job_ids(-(-need * count // len(wanted))):
+            draws = min(budget, -(-need * count // len(wanted)) + _DRAWS_AT_LEAST)
+            budget -= draws
+            for value in new_job_ids(draws):
                 text = str(value)
                 if (shard := keys.shard_of(text, count)) in wanted:
                     out.append((value, text, shard))
