@@ -45,6 +45,12 @@ def receiver_stats(port: int) -> dict:
         return json.loads(response.read())
 
 
+def receiver_reset(port: int) -> None:
+    """Have the receiver on ``port`` forget what it recorded (``GET /reset``)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/reset", timeout=30) as response:
+        response.read()
+
+
 def pollers_stop(children: list[subprocess.Popen[bytes]]) -> None:
     """Stop the poller processes in ``children`` (SIGTERM, then the grace) and forget them."""
     from polling.common.processes import processes_stop

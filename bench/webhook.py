@@ -59,173 +59,36 @@ the pollers'). Alternate runs with and without it for tracing's cost per job.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import multiprocessing as mp
 import os
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench._cpu import CpuGroups, children_of, cmdline, service_groups  # noqa: E402
+from bench._otlp_collector import collector_serve  # noqa: E402
+from bench._webhook_raw import SECRET, Raw, raw_rate  # noqa: E402
+from bench._webhook_receiver import FAST_HOSTS, SLOW_HOST, receiver  # noqa: E402
 from bench._webhooks import (  # noqa: E402
     pollers_metrics,
     pollers_stop,
-    request_read,
+    receiver_reset,
+    receiver_stats,
     webhook_bench,
 )
 from bench.burst import peak_rss_mb  # noqa: E402
 
-RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: text/plain\r\n\r\nok"
-FAST_HOSTS = [f"127.0.0.{i}" for i in range(2, 9)]
-SLOW_HOST = "127.0.0.9"
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 ONE, SEVEN = "one receiver", "seven receivers"  # the raw reference's two measures
 RAW_HOSTS = {ONE: ["127.0.0.1"], SEVEN: FAST_HOSTS}
 _children: list[subprocess.Popen[bytes]] = []
 _collector: list[int] = []  # the OTLP collector's pid (--traced)
 _raw: dict[str, Raw] = {}  # the latest measure of each raw reference (ONE, SEVEN)
-
-
-# --- the receiver (its own process) ---------------------------------------------------
-
-
-def receiver(port: int, slow_seconds: float) -> None:
-    """Serve until killed. POST: record a delivery; GET /stats: report; GET /reset."""
-    first: dict[str, float] = {}  # webhook-id -> first arrival (unix time)
-    lags: dict[str, list[float]] = {}  # "fast" / "slow" -> lag of each first arrival
-    last: dict[str, float] = {}  # "fast" / "slow" -> its latest first arrival (unix time)
-    counts = {"requests": 0, "early": 0}
-
-    def stats() -> bytes:
-        def pct(values: list[float], q: float) -> float:
-            return values[min(len(values) - 1, int(q * len(values)))] if values else 0.0
-
-        report = {"requests": counts["requests"], "unique": len(first), "early": counts["early"]}
-        report["first_at"] = min(first.values(), default=0.0)
-        report["last_at"] = max(first.values(), default=0.0)
-        for group, values in lags.items():
-            values.sort()
-            report[group] = {
-                "n": len(values),
-                "p50": pct(values, 0.5),
-                "p99": pct(values, 0.99),
-                "max": values[-1] if values else 0.0,
-                "last_at": last.get(group, 0.0),
-            }
-        return json.dumps(report).encode()
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        local = writer.get_extra_info("sockname")[0]
-        slow = local == SLOW_HOST and slow_seconds > 0
-        try:
-            while True:
-                first_line, headers, body = await request_read(reader)
-                if first_line.startswith("GET /stats"):
-                    raw = stats()
-                    writer.write(
-                        b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(raw), raw)
-                    )
-                elif first_line.startswith("GET /reset"):
-                    first.clear(), lags.clear(), last.clear(), counts.update(requests=0, early=0)
-                    writer.write(RESPONSE)
-                else:
-                    now = time.time()
-                    counts["requests"] += 1
-                    job_id = headers.get("webhook-id", "")
-                    if job_id not in first:
-                        first[job_id] = now
-                        data = json.loads(body)  # the envelope, or the payload alone
-                        due = data.get("payload", data).get("d", now)
-                        group = "slow" if local == SLOW_HOST else "fast"
-                        lags.setdefault(group, []).append(now - due)
-                        last[group] = now
-                        counts["early"] += now < due
-                    if slow:
-                        await asyncio.sleep(slow_seconds)
-                    writer.write(RESPONSE)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    async def main() -> None:
-        servers = [
-            await asyncio.start_server(handle, host, port, backlog=2048)
-            for host in ["127.0.0.1", *FAST_HOSTS, SLOW_HOST]
-        ]
-        await asyncio.gather(*(s.serve_forever() for s in servers))
-
-    asyncio.run(main())
-
-
-def receiver_get(port: int, path: str) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as response:
-        body = response.read()
-    return json.loads(body) if path == "/stats" else {}
-
-
-# --- the raw reference ------------------------------------------------------------------
-
-
-async def raw_client(hosts: list[str], port: int, n: int, conns: int) -> None:
-    """N signed POSTs over ``conns`` keep-alive connections spread over ``hosts``."""
-    from polling.dispatch.signing import signed_headers
-
-    counter = iter(range(n))
-
-    async def worker(host: str) -> None:
-        reader, writer = await asyncio.open_connection(host, port)
-        for i in counter:
-            job_id = str(uuid.uuid4())
-            body = json.dumps({"id": job_id, "payload": {"i": i, "d": 0}, "attempt": 1})
-            headers = signed_headers(
-                secrets=[SECRET], msg_id=job_id, timestamp=datetime.now(UTC), body=body
-            )
-            head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-            writer.write(
-                f"POST /hook HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
-                f"content-length: {len(body)}\r\n{head}\r\n{body}".encode()
-            )
-            response = await reader.readuntil(b"\r\n\r\n")
-            length = int(response.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-            await reader.readexactly(length)
-        writer.close()
-
-    await asyncio.gather(*(worker(hosts[i % len(hosts)]) for i in range(conns)))
-
-
-@dataclass(frozen=True, slots=True)
-class Raw:
-    """One measure of the raw reference."""
-
-    rate: float  # requests/s
-    client_us: float  # the raw client's CPU a request
-    receiver_us: float  # the receiver's CPU a request under it
-
-
-def raw_rate(hosts: list[str], port: int, n: int, tag: str) -> Raw:
-    """The raw client's requests/s and CPU; prints its CPU and the receiver's per request."""
-    receiver_get(port, "/reset")
-    cpu = CpuGroups({"raw_client": lambda: [os.getpid()], "receiver": receiver_pids})
-    cpu.start()
-    started = time.perf_counter()
-    asyncio.run(raw_client(hosts, port, n, 32))
-    rate = n / (time.perf_counter() - started)
-    seconds = cpu.stop()
-    receiver_get(port, "/reset")
-    for name, spent in seconds.items():
-        print(f"raw_cpu_us_per_request[{tag},{name}]: {spent * 1e6 / n:.1f} us")
-    return Raw(rate, seconds["raw_client"] * 1e6 / n, seconds["receiver"] * 1e6 / n)
 
 
 def receiver_pids() -> list[int]:
@@ -236,9 +99,6 @@ def receiver_pids() -> list[int]:
         for pid in children_of(os.getpid())
         if pid not in pollers and "spawn_main" in cmdline(pid)
     ]
-
-
-# --- the shapes ------------------------------------------------------------------------
 
 
 def parse() -> argparse.Namespace:
@@ -287,7 +147,7 @@ def main() -> int:
             _collector.append(collector.pid)
         time.sleep(0.5)
         for tag, hosts in RAW_HOSTS.items():
-            _raw[tag] = raw_rate(hosts, args.port, args.raw_requests, tag)
+            _raw[tag] = raw_rate(hosts, args.port, args.raw_requests, tag, receiver_pids)
             print(f"raw_requests_per_second[{tag}]: {_raw[tag].rate:.0f} req/s")
         counts = [int(p) for p in args.pollers.split(",")]
         shapes = args.shapes.split(",")
@@ -338,7 +198,7 @@ def run(
             " polling_poller, polling_shardlease, polling_shardcheckpoint"
         )
     forget_cached_counts()  # the buckets recorded by the last run are gone
-    receiver_get(args.port, "/reset")
+    receiver_reset(args.port)
     team, _ = Team.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
     team.signing_secret = SECRET
     team.save(update_fields=["signing_secret"])
@@ -377,7 +237,7 @@ def run(
             OTEL_TRACES_SAMPLER="parentbased_always_on",
             OTEL_SERVICE_NAME="sendlater-bench",
         )
-        receiver_get(args.port + 50, "/reset")
+        receiver_reset(args.port + 50)
     metrics_ports = [args.port + 100 + i for i in range(pollers)]
     for i in range(pollers):
         cmd = [sys.executable, str(ROOT / "manage.py"), "runpoller", "--name", f"wh-{shape}-{i}"]
@@ -393,12 +253,12 @@ def run(
     )
     time.sleep(max(0.0, first.timestamp() - time.time()))  # CPU from the due instant on
     cpu.start()
-    received = receiver_get(args.port, "/stats").get("unique", 0)
+    received = receiver_stats(args.port).get("unique", 0)
     deadline = time.monotonic() + args.timeout + lead
     stats: dict = {}
     while time.monotonic() < deadline:
         time.sleep(1.0)
-        stats = receiver_get(args.port, "/stats")
+        stats = receiver_stats(args.port)
         if stats.get("fast", {}).get("n", 0) >= expected_fast:
             break
     seconds = cpu.stop()
@@ -407,7 +267,7 @@ def run(
     deferred = int(scraped["deferred"])
     rss = max(peak_rss_mb(child.pid) for child in _children)
     pollers_stop(_children)
-    stats = receiver_get(args.port, "/stats")
+    stats = receiver_stats(args.port)
     before = _raw[raw]
     rate = report(shape, pollers, jobs, expected_fast, first, stats, rss, before.rate)
     tag = f"[{shape},P={pollers}]"
@@ -423,7 +283,9 @@ def run(
         print(f"cpu_us_per_delivered{tag}[{name}]: {spent * 1e6 / max(1, sent):.1f} us")
     # The raw reference again, right after: the machine's pace moves within minutes, so
     # the run is judged against the mean of the measures just before and just after it.
-    after = _raw[raw] = raw_rate(RAW_HOSTS[raw], args.port, args.raw_requests, f"{raw}, after")
+    after = _raw[raw] = raw_rate(
+        RAW_HOSTS[raw], args.port, args.raw_requests, f"{raw}, after", receiver_pids
+    )
     bracket = [before, after]
     print(f"raw_requests_per_second_after{tag}: {after.rate:.0f} req/s")
     mean_rate = sum(r.rate for r in bracket) / 2
@@ -438,7 +300,7 @@ def run(
     )
     if args.traced:
         time.sleep(6)  # the batch span processors' last export (every 5 s)
-        exported = receiver_get(args.port + 50, "/stats")
+        exported = receiver_stats(args.port + 50)
         print(f"spans_exported{tag}: {exported['spans']} spans in {exported['requests']} requests")
 
 
@@ -452,48 +314,6 @@ def contract_request() -> object:
         "X-Request-Source": "sendlater-bench",
     }
     return DeliveryRequest(headers=headers, format="payload")
-
-
-# --- a minimal OTLP/HTTP collector (``--traced``) ----------------------------------------
-
-
-def collector_serve(port: int) -> None:
-    """Answer every OTLP/HTTP export 200 and count its spans; GET /stats, /reset."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
-
-    counts = {"requests": 0, "spans": 0}
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: object) -> None:
-            """Quiet: no line per export request."""
-
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length", 0)))
-            request = ExportTraceServiceRequest.FromString(body)
-            counts["requests"] += 1
-            counts["spans"] += sum(
-                len(scope.spans) for rs in request.resource_spans for scope in rs.scope_spans
-            )
-            self._answer(b"")
-
-        def do_GET(self) -> None:
-            if self.path.startswith("/reset"):
-                counts.update(requests=0, spans=0)
-            self._answer(json.dumps(counts).encode())
-
-        def _answer(self, raw: bytes) -> None:
-            self.send_response(200)
-            self.send_header("content-length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 
 
 def collector_pids() -> list[int]:
