@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
-from rest_framework import exceptions, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -205,3 +205,16 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     ):
         response["Retry-After"] = "1"
     return response
+
+
+# The error body every 4xx/5xx answer has (the OpenAPI schema's ``Error``).
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    fields = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()), required=False
+    )
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()

@@ -6,7 +6,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 
-from scheduling.api.jobs.serializers import ErrorSerializer
+from scheduling.api.errors import ErrorSerializer
 
 JOB_ID = "3f2b8c1e-5a3d-4c6e-9f10-2b7a9e4d1c05"
 

@@ -15,12 +15,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduling.api.jobs.bodies import JobBulkResultSerializer
 from scheduling.api.jobs.bulkplain import bulk_jobs_plain, bulk_result_body
-from scheduling.api.jobs.serializers import (
-    MAX_BULK_JOBS,
-    JobBulkCreateSerializer,
-    JobBulkResultSerializer,
-)
+from scheduling.api.jobs.serializers import MAX_BULK_JOBS, JobBulkCreateSerializer
 from scheduling.models import JobStatus
 
 VALID = {

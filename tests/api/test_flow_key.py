@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
+from scheduling.api.jobs.bodies import JobSerializer, job_body
 from scheduling.api.jobs.bulkplain import bulk_jobs_plain
-from scheduling.api.jobs.serializers import JobSerializer, job_body
 from scheduling.models import Job, Schedule
 from scheduling.sharding.clock import db_now
 from tests.support.api import error_of, iso

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduling.api.jobs.serializers import JobSerializer, job_body
+from scheduling.api.jobs.bodies import JobSerializer, job_body
 from scheduling.models import Job, JobStatus, TargetKind
 
 

@@ -136,7 +136,7 @@ def test_the_answer_is_drf_s(api, warm, trips) -> None:
 
 
 def _body_of(job: Job) -> dict[str, Any]:
-    from scheduling.api.jobs.serializers import job_body as rendered
+    from scheduling.api.jobs.bodies import job_body as rendered
 
     return rendered(job)
 

@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from scheduling.api import contract, pagination, schema
+from scheduling.api.errors import ErrorSerializer
 from scheduling.api.flow.serializers import (
     FlowControlKeySerializer,
     FlowControlLimitsSerializer,
@@ -24,7 +25,6 @@ from scheduling.api.flow.serializers import (
     FlowControlPageSerializer,
     FlowControlSerializer,
 )
-from scheduling.api.jobs.serializers import ErrorSerializer
 from scheduling.api.jobs.views import TeamView
 from scheduling.errors import FlowControlNotFound
 from scheduling.flow import selectors, services

@@ -50,8 +50,9 @@ from scheduling import conf, netguard, tracing
 from scheduling.api.access import ratelimit
 from scheduling.api.access.auth import TeamPrincipal
 from scheduling.api.access.throttling import Budget, Spent, budget_of, budget_spend
+from scheduling.api.jobs.bodies import job_body
 from scheduling.api.jobs.bulkplain import job_create_plain
-from scheduling.api.jobs.serializers import job_body, job_spec_from, target_field
+from scheduling.api.jobs.serializers import job_spec_from, target_field
 from scheduling.api.parsers import json_loads
 from scheduling.jobs import selectors, services
 from scheduling.jobs.specs import JobSpec

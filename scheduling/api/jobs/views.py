@@ -16,20 +16,22 @@ from rest_framework.views import APIView
 from scheduling import tracing
 from scheduling.api import pagination, schema
 from scheduling.api.jobs import fastpath
+from scheduling.api.jobs.bodies import (
+    DeliveryAttemptListSerializer,
+    JobBulkResultSerializer,
+    JobCancelManyResultSerializer,
+    JobPageSerializer,
+    JobSerializer,
+    job_body,
+)
 from scheduling.api.jobs.bulkplain import bulk_jobs_plain, bulk_result_body
 from scheduling.api.jobs.fastpath import REPLAY_HEADER
 from scheduling.api.jobs.serializers import (
-    DeliveryAttemptListSerializer,
     JobBulkCreateSerializer,
-    JobBulkResultSerializer,
-    JobCancelManyResultSerializer,
     JobCancelManySerializer,
     JobCreateSerializer,
     JobListQuerySerializer,
-    JobPageSerializer,
     JobRescheduleSerializer,
-    JobSerializer,
-    job_body,
     job_spec_from,
     target_field,
 )

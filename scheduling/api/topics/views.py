@@ -17,8 +17,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from scheduling.api import contract, pagination, schema
+from scheduling.api.errors import ErrorSerializer
 from scheduling.api.flow.serializers import FlowControlListQuerySerializer
-from scheduling.api.jobs.serializers import ErrorSerializer
 from scheduling.api.jobs.views import TeamView
 from scheduling.api.topics.serializers import (
     EndpointDisableSerializer,
