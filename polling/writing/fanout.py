@@ -20,7 +20,7 @@ the endpoint is disabled). Its own attempts, retries, dead letter and callbacks 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,6 +29,7 @@ from uuid import UUID
 from django.db import transaction
 
 from polling.common.failpoints import failpoint
+from polling.common.sql import dt, fetch_all, is_postgres
 from polling.common.wakeups import due_now_written
 from polling.dispatch.base import ClaimedJob
 from polling.writing.callbacks import extras_write
@@ -110,14 +111,110 @@ def fanout_write(
         return 0
     place = open_bucket(now)
     count = shard_counts_record([place])[place]
-    with gc_paused():  # ten thousand short-lived rows a group, none in a cycle
-        children, shards, named = _children_build(parents, place, count, now, held)
-        jobs_insert(children)
+    if is_postgres():
+        written_count, shards, named = _children_insert(parents, place, count, now, held)
+    else:
+        with gc_paused():  # ten thousand short-lived rows a group, none in a cycle
+            children, shards, named = _children_build(parents, place, count, now, held)
+            jobs_insert(children)
+        written_count = len(children)
     due_now_written(shards)  # their shards' owners read them at once
     extras_write(named)
     # Fault tests: die with the children committed, none delivered yet.
     transaction.on_commit(lambda: failpoint("fanout_committed"))
-    return len(children)
+    return written_count
+
+
+# PostgreSQL builds the children's rows itself: the parents and the endpoints' shared
+# requests travel once each (JSON), the children as four arrays in text (ids, shards,
+# and which parent and which shared request); each child's payload, metadata and
+# request are the parent's jsonb values, never parsed again per child. The columns
+# and values are those of ``_children_build`` (tests/integration/test_fanout_rows.py).
+_CHILDREN_INSERT_SQL = """
+INSERT INTO scheduling_job (id, team_id, due_at, bucket, shard, status, target_kind, target,
+    payload, metadata, idempotency_key, request_fingerprint, window_seconds, expires_at,
+    attempts, last_error, created_at, updated_at, schedule_id, scheduled_for,
+    flow_control_key, request, trace_context)
+SELECT c.id, (p.v->>1)::int8, %s, %s, c.shard, 'pending', 'webhook', e.v->>0,
+    p.v->2, p.v->3, NULL, '', 0, (p.v->>4)::timestamptz,
+    0, '', %s, %s, NULL, NULL,
+    e.v->>1, (e.v->2) || jsonb_build_object('topic_of', p.v->>0), p.v->>5
+FROM unnest(%s::text::uuid[], %s::text::int4[], %s::text::int4[], %s::text::int4[])
+    AS c(id, shard, parent, shared)
+JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS p(v, n) ON p.n = c.parent
+JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS e(v, n) ON e.n = c.shared
+"""
+
+
+def _children_insert(
+    parents: list[tuple[ClaimedJob, Result, list[_Endpoint]]],
+    place: datetime,
+    count: int,
+    now: datetime,
+    held: Collection[int],
+) -> tuple[int, set[int], list[tuple[Result, dict[str, Any], None]]]:
+    """``_children_build`` and ``jobs_insert`` in one statement (PostgreSQL): the
+    children written, their shards, and each parent's ``request`` naming them."""
+    ids = _children_ids(parents, count, held)
+    texts: dict[tuple[str, int, str, str], tuple[dict[str, Any], str]] = {}
+    shared_at: dict[tuple[str, str | None, str], int] = {}  # (url, key, request) -> its number
+    shared_rows: list[str] = []
+    parent_rows: list[str] = []
+    child_ids: list[str] = []
+    child_shards: list[str] = []
+    child_parents: list[str] = []
+    child_shared: list[str] = []
+    shards: set[int] = set()
+    named = []
+    for number, (job, result, endpoints) in enumerate(parents, 1):
+        inherited = {k: v for k, v in (job.request or {}).items() if k not in _NOT_INHERITED}
+        parent_rows.append(
+            json.dumps(
+                [
+                    str(job.id),
+                    job.team_id,
+                    job.payload,
+                    job.metadata,
+                    None if job.expires_at is None else job.expires_at.isoformat(),
+                    job.trace_context,
+                ],
+                separators=(",", ":"),
+            )
+        )
+        parent_number = str(number)
+        mine: dict[str, str] = {}
+        for endpoint in endpoints:
+            _child_id, text, shard = next(ids)
+            mine[endpoint.name] = text
+            shards.add(shard)
+            shared_json = _shared_request(texts, inherited, job, endpoint)[1]
+            key = (endpoint.url, endpoint.key, shared_json)
+            at = shared_at.get(key)
+            if at is None:
+                shared_rows.append(json.dumps(list(key[:2]), separators=(",", ":"))[:-1])
+                shared_rows[-1] += "," + shared_json + "]"
+                at = shared_at[key] = len(shared_rows)
+            child_ids.append(text)
+            child_shards.append(str(shard))
+            child_parents.append(parent_number)
+            child_shared.append(str(at))
+        named.append((result, {**(job.request or {}), CHILDREN: mine}, None))
+    fetch_all(
+        _CHILDREN_INSERT_SQL,
+        [
+            dt(now),
+            dt(place),
+            dt(now),
+            dt(now),
+            "{" + ",".join(child_ids) + "}",
+            "{" + ",".join(child_shards) + "}",
+            "{" + ",".join(child_parents) + "}",
+            "{" + ",".join(child_shared) + "}",
+            "[" + ",".join(parent_rows) + "]",
+            "[" + ",".join(shared_rows) + "]",
+        ],
+    )
+    return len(child_ids), shards, named
 
 
 def _children_build(
@@ -128,14 +225,9 @@ def _children_build(
     held: Collection[int],
 ) -> tuple[list[Job], set[int], list[tuple[Result, dict[str, Any], None]]]:
     """The parents' children (one per endpoint), their shards, and each parent's
-    ``request`` naming them."""
-    ids = iter(
-        _ids_on_shards(
-            sum(len(eps) for _, _, eps in parents),
-            count,
-            set(held) or {job.shard for job, _, _ in parents},
-        )
-    )
+    ``request`` naming them: the rows ``jobs_insert`` writes on SQLite (PostgreSQL
+    builds the same rows itself, ``_children_insert``)."""
+    ids = _children_ids(parents, count, held)
     builders: dict[int, JobBuilder] = {}
     texts: dict[tuple[str, int, str, str], tuple[dict[str, Any], str]] = {}
     children = []
@@ -185,6 +277,15 @@ def _children_build(
             )
         named.append((result, {**(job.request or {}), CHILDREN: mine}, None))
     return children, shards, named
+
+
+def _children_ids(
+    parents: list[tuple[ClaimedJob, Result, list[_Endpoint]]], count: int, held: Collection[int]
+) -> Iterator[tuple[UUID, str, int]]:
+    """One id (with its text and shard) a child of ``parents``, in order, drawn on
+    ``held`` (none given: the parents' shards)."""
+    n = sum(len(eps) for _, _, eps in parents)
+    return iter(_ids_on_shards(n, count, set(held) or {job.shard for job, _, _ in parents}))
 
 
 # Draw a child's id among at most this many times the ids it needs: past that (a poller
