@@ -73,25 +73,34 @@ def endpoints_health(
 ) -> int:
     """Record the written group's topic deliveries on their endpoints; disable those
     failing for too long. Returns how many were disabled. Call after the write-back."""
-    if not any(job.request is not None and TOPIC_OF in job.request for job in jobs):
+    topical = {}  # by the id's integer: hashed in C, where a UUID's hash is Python's
+    for job in jobs:
+        request = job.request
+        if request is not None and TOPIC_OF in request:
+            topical[job.id.int] = job
+    if not topical:
         return 0  # the common group: no topic delivery
-    by_id = {job.id: job for job in jobs}
+    written_ints = {job_id.int for job_id in written}
+    tally: dict[tuple[int, str, str, str, bool], int] = {}  # a group has few such keys
+    for result in results:
+        key = result.job_id.int
+        job = topical.get(key)
+        if job is None or key not in written_ints:
+            continue
+        request = job.request
+        assert request is not None
+        outcome = (job.team_id, request[TOPIC], request[ENDPOINT], result.status, result.counted)
+        tally[outcome] = tally.get(outcome, 0) + 1
     ok: set[_Endpoint] = set()
     failed: set[_Endpoint] = set()
     counts: Counter[tuple[int, str, str]] = Counter()
-    for result in results:
-        job = by_id.get(result.job_id)
-        if job is None or not job.request or TOPIC_OF not in job.request:
-            continue
-        if result.job_id not in written:
-            continue
-        endpoint = (job.team_id, job.request[TOPIC], job.request[ENDPOINT])
-        if result.status == "delivered":
-            ok.add(endpoint)
-            counts[job.team_id, endpoint[1], "delivered"] += 1
-        elif result.counted and result.status in ("pending", "dead"):
-            failed.add(endpoint)
-            counts[job.team_id, endpoint[1], "retry" if result.status == "pending" else "dead"] += 1
+    for (team_id, topic, name, status, counted), n in tally.items():
+        if status == "delivered":
+            ok.add((team_id, topic, name))
+            counts[team_id, topic, "delivered"] += n
+        elif counted and status in ("pending", "dead"):
+            failed.add((team_id, topic, name))
+            counts[team_id, topic, "retry" if status == "pending" else "dead"] += n
     _export(counts)
     failed -= ok  # one went through: the endpoint is not all failing
     clock = time.monotonic()
