@@ -111,18 +111,51 @@ def fanout_write(
         return 0
     place = open_bucket(now)
     count = shard_counts_record([place])[place]
+    walk = _children_walk(parents, count, held)
     if is_postgres():
-        written_count, shards, named = _children_insert(parents, place, count, now, held)
+        written_count = _children_insert(parents, walk, place, now)
     else:
         with gc_paused():  # ten thousand short-lived rows a group, none in a cycle
-            children, shards, named = _children_build(parents, place, count, now, held)
+            children = _children_build(parents, walk, place, now)
             jobs_insert(children)
         written_count = len(children)
-    due_now_written(shards)  # their shards' owners read them at once
-    extras_write(named)
+    due_now_written(walk.shards)  # their shards' owners read them at once
+    extras_write(walk.named)
     # Fault tests: die with the children committed, none delivered yet.
     transaction.on_commit(lambda: failpoint("fanout_committed"))
     return written_count
+
+
+@dataclass(slots=True)
+class _Walk:
+    """A group's children, walked once for both ways of writing them: per child its
+    parent's index in the group, id (and text), shard, endpoint, and shared request
+    (``_shared_request``, and its text); the shards they fall on; and each parent's
+    ``request`` naming its children (for ``extras_write``)."""
+
+    children: list[tuple[int, UUID, str, int, _Endpoint, dict[str, Any], str]]
+    shards: set[int]
+    named: list[tuple[Result, dict[str, Any], None]]
+
+
+def _children_walk(
+    parents: list[tuple[ClaimedJob, Result, list[_Endpoint]]], count: int, held: Collection[int]
+) -> _Walk:
+    """The children of ``parents``, one per endpoint, on ``held`` (``_children_ids``)."""
+    ids = _children_ids(parents, count, held)
+    texts: dict[tuple[str, int, str, str], tuple[dict[str, Any], str]] = {}
+    walk = _Walk([], set(), [])
+    for number, (job, result, endpoints) in enumerate(parents):
+        inherited = {k: v for k, v in (job.request or {}).items() if k not in _NOT_INHERITED}
+        mine: dict[str, str] = {}
+        for endpoint in endpoints:
+            child_id, text, shard = next(ids)
+            mine[endpoint.name] = text
+            walk.shards.add(shard)
+            shared, shared_json = _shared_request(texts, inherited, job, endpoint)
+            walk.children.append((number, child_id, text, shard, endpoint, shared, shared_json))
+        walk.named.append((result, {**(job.request or {}), CHILDREN: mine}, None))
+    return walk
 
 
 # PostgreSQL builds the children's rows itself: the parents and the endpoints' shared
@@ -148,57 +181,39 @@ JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS e(v, n) ON e.n = c.share
 
 def _children_insert(
     parents: list[tuple[ClaimedJob, Result, list[_Endpoint]]],
+    walk: _Walk,
     place: datetime,
-    count: int,
     now: datetime,
-    held: Collection[int],
-) -> tuple[int, set[int], list[tuple[Result, dict[str, Any], None]]]:
-    """``_children_build`` and ``jobs_insert`` in one statement (PostgreSQL): the
-    children written, their shards, and each parent's ``request`` naming them."""
-    ids = _children_ids(parents, count, held)
-    texts: dict[tuple[str, int, str, str], tuple[dict[str, Any], str]] = {}
+) -> int:
+    """Insert ``walk``'s children in one statement (PostgreSQL): the rows
+    ``_children_build`` and ``jobs_insert`` write. Returns the children written."""
+    parent_rows = [
+        json.dumps(
+            [
+                str(job.id),
+                job.team_id,
+                job.payload,
+                job.metadata,
+                None if job.expires_at is None else job.expires_at.isoformat(),
+                job.trace_context,
+            ],
+            separators=(",", ":"),
+        )
+        for job, _, _ in parents
+    ]
     shared_at: dict[tuple[str, str | None, str], int] = {}  # (url, key, request) -> its number
     shared_rows: list[str] = []
-    parent_rows: list[str] = []
-    child_ids: list[str] = []
-    child_shards: list[str] = []
     child_parents: list[str] = []
     child_shared: list[str] = []
-    shards: set[int] = set()
-    named = []
-    for number, (job, result, endpoints) in enumerate(parents, 1):
-        inherited = {k: v for k, v in (job.request or {}).items() if k not in _NOT_INHERITED}
-        parent_rows.append(
-            json.dumps(
-                [
-                    str(job.id),
-                    job.team_id,
-                    job.payload,
-                    job.metadata,
-                    None if job.expires_at is None else job.expires_at.isoformat(),
-                    job.trace_context,
-                ],
-                separators=(",", ":"),
-            )
-        )
-        parent_number = str(number)
-        mine: dict[str, str] = {}
-        for endpoint in endpoints:
-            _child_id, text, shard = next(ids)
-            mine[endpoint.name] = text
-            shards.add(shard)
-            shared_json = _shared_request(texts, inherited, job, endpoint)[1]
-            key = (endpoint.url, endpoint.key, shared_json)
-            at = shared_at.get(key)
-            if at is None:
-                shared_rows.append(json.dumps(list(key[:2]), separators=(",", ":"))[:-1])
-                shared_rows[-1] += "," + shared_json + "]"
-                at = shared_at[key] = len(shared_rows)
-            child_ids.append(text)
-            child_shards.append(str(shard))
-            child_parents.append(parent_number)
-            child_shared.append(str(at))
-        named.append((result, {**(job.request or {}), CHILDREN: mine}, None))
+    for number, _id, _text, _shard, endpoint, _shared, shared_json in walk.children:
+        key = (endpoint.url, endpoint.key, shared_json)
+        at = shared_at.get(key)
+        if at is None:
+            url_and_key = json.dumps([endpoint.url, endpoint.key], separators=(",", ":"))
+            shared_rows.append(f"{url_and_key[:-1]},{shared_json}]")
+            at = shared_at[key] = len(shared_rows)
+        child_parents.append(str(number + 1))  # WITH ORDINALITY counts from 1
+        child_shared.append(str(at))
     fetch_all(
         _CHILDREN_INSERT_SQL,
         [
@@ -206,34 +221,31 @@ def _children_insert(
             dt(place),
             dt(now),
             dt(now),
-            "{" + ",".join(child_ids) + "}",
-            "{" + ",".join(child_shards) + "}",
+            "{" + ",".join(child[2] for child in walk.children) + "}",
+            "{" + ",".join(str(child[3]) for child in walk.children) + "}",
             "{" + ",".join(child_parents) + "}",
             "{" + ",".join(child_shared) + "}",
             "[" + ",".join(parent_rows) + "]",
             "[" + ",".join(shared_rows) + "]",
         ],
     )
-    return len(child_ids), shards, named
+    return len(walk.children)
 
 
 def _children_build(
     parents: list[tuple[ClaimedJob, Result, list[_Endpoint]]],
+    walk: _Walk,
     place: datetime,
-    count: int,
     now: datetime,
-    held: Collection[int],
-) -> tuple[list[Job], set[int], list[tuple[Result, dict[str, Any], None]]]:
-    """The parents' children (one per endpoint), their shards, and each parent's
-    ``request`` naming them: the rows ``jobs_insert`` writes on SQLite (PostgreSQL
+) -> list[Job]:
+    """``walk``'s children as the rows ``jobs_insert`` writes on SQLite (PostgreSQL
     builds the same rows itself, ``_children_insert``)."""
-    ids = _children_ids(parents, count, held)
     builders: dict[int, JobBuilder] = {}
-    texts: dict[tuple[str, int, str, str], tuple[dict[str, Any], str]] = {}
+    # Per parent, once for its children: its id, payload text and ``topic_of`` tail.
+    texts: dict[int, tuple[str, str, str]] = {}
     children = []
-    shards = set()
-    named = []
-    for job, result, endpoints in parents:
+    for number, child_id, _text, shard, endpoint, shared, shared_json in walk.children:
+        job = parents[number][0]
         builder = builders.get(job.team_id)
         if builder is None:
             builder = builders[job.team_id] = JobBuilder(
@@ -244,39 +256,37 @@ def _children_build(
                 idempotency_key=None,
                 request_fingerprint="",
             )
-        inherited = {k: v for k, v in (job.request or {}).items() if k not in _NOT_INHERITED}
-        payload_json = json.dumps(job.payload, separators=(",", ":"))  # once for its children
-        parent_id = str(job.id)
-        topic_of = f',"{TOPIC_OF}":{json.dumps(parent_id)}}}'
-        mine: dict[str, str] = {}
-        for endpoint in endpoints:
-            child_id, mine[endpoint.name], shard = next(ids)
-            shards.add(shard)
-            shared, shared_json = _shared_request(texts, inherited, job, endpoint)
-            request = {**shared, TOPIC_OF: parent_id}
-            request_json = shared_json[:-1] + topic_of  # the endpoint's text, this parent's id
-            children.append(
-                builder.build(
-                    {
-                        "id": child_id,
-                        "due_at": now,
-                        "bucket": place,
-                        "shard": shard,
-                        "target_kind": "webhook",
-                        "target": endpoint.url,
-                        "payload": job.payload,
-                        "_payload_json": payload_json,
-                        "metadata": job.metadata,
-                        "expires_at": job.expires_at,
-                        "flow_control_key": endpoint.key,
-                        "request": request,
-                        "_request_json": request_json,
-                        "trace_context": job.trace_context,
-                    }
-                )
+        found = texts.get(number)
+        if found is None:
+            parent_id = str(job.id)
+            found = texts[number] = (
+                parent_id,
+                json.dumps(job.payload, separators=(",", ":")),
+                f',"{TOPIC_OF}":{json.dumps(parent_id)}}}',
             )
-        named.append((result, {**(job.request or {}), CHILDREN: mine}, None))
-    return children, shards, named
+        parent_id, payload_json, topic_of = found
+        children.append(
+            builder.build(
+                {
+                    "id": child_id,
+                    "due_at": now,
+                    "bucket": place,
+                    "shard": shard,
+                    "target_kind": "webhook",
+                    "target": endpoint.url,
+                    "payload": job.payload,
+                    "_payload_json": payload_json,
+                    "metadata": job.metadata,
+                    "expires_at": job.expires_at,
+                    "flow_control_key": endpoint.key,
+                    "request": {**shared, TOPIC_OF: parent_id},
+                    # the endpoint's text, this parent's id
+                    "_request_json": shared_json[:-1] + topic_of,
+                    "trace_context": job.trace_context,
+                }
+            )
+        )
+    return children
 
 
 def _children_ids(

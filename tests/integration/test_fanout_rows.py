@@ -80,18 +80,21 @@ def test_postgres_builds_the_same_children_rows_as_python(team, monkeypatch) -> 
     ids = [v for v, _, _ in drawn]
 
     with transaction.atomic():
-        written, shards, named = fanout._children_insert(parents, place, count, now, ())
+        walk = fanout._children_walk(parents, count, ())
+        written = fanout._children_insert(parents, walk, place, now)
         by_sql = _rows(ids)
         transaction.set_rollback(True)
     with transaction.atomic():
-        children, shards_py, named_py = fanout._children_build(parents, place, count, now, ())
+        walk_py = fanout._children_walk(parents, count, ())
+        children = fanout._children_build(parents, walk_py, place, now)
         jobs_insert(children)
         by_python = _rows(ids)
         transaction.set_rollback(True)
 
     assert written == total == len(by_sql) == len(by_python)
-    assert shards == shards_py == {shard for _, _, shard in drawn}
-    assert [n[1] for n in named] == [n[1] for n in named_py]  # each parent names its children
+    assert walk.shards == walk_py.shards == {shard for _, _, shard in drawn}
+    # each parent names its children, the same on both walks
+    assert [n[1] for n in walk.named] == [n[1] for n in walk_py.named]
     for child_id, row in by_python.items():
         assert by_sql[child_id] == row
     crm = [r for r in by_sql.values() if r[7].startswith("http://127.0.0.1:9/c")]
