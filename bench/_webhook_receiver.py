@@ -8,7 +8,7 @@ import asyncio
 import json
 import time
 
-from bench._webhooks import request_read, stats_reply
+from bench._webhooks import receivers_serve
 
 RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: text/plain\r\n\r\nok"
 FAST_HOSTS = [f"127.0.0.{i}" for i in range(2, 9)]
@@ -40,43 +40,23 @@ def receiver(port: int, slow_seconds: float) -> None:
             }
         return json.dumps(report).encode()
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        local = writer.get_extra_info("sockname")[0]
-        slow = local == SLOW_HOST and slow_seconds > 0
-        try:
-            while True:
-                first_line, headers, body = await request_read(reader)
-                if first_line.startswith("GET /stats"):
-                    writer.write(stats_reply(stats()))
-                elif first_line.startswith("GET /reset"):
-                    first.clear(), lags.clear(), last.clear(), counts.update(requests=0, early=0)
-                    writer.write(RESPONSE)
-                else:
-                    now = time.time()
-                    counts["requests"] += 1
-                    job_id = headers.get("webhook-id", "")
-                    if job_id not in first:
-                        first[job_id] = now
-                        data = json.loads(body)  # the envelope, or the payload alone
-                        due = data.get("payload", data).get("d", now)
-                        group = "slow" if local == SLOW_HOST else "fast"
-                        lags.setdefault(group, []).append(now - due)
-                        last[group] = now
-                        counts["early"] += now < due
-                    if slow:
-                        await asyncio.sleep(slow_seconds)
-                    writer.write(RESPONSE)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+    async def answer(line: str, headers: dict[str, str], body: bytes, local: str) -> bytes:
+        if line.startswith("GET /reset"):
+            first.clear(), lags.clear(), last.clear(), counts.update(requests=0, early=0)
+            return RESPONSE
+        now = time.time()
+        counts["requests"] += 1
+        job_id = headers.get("webhook-id", "")
+        if job_id not in first:
+            first[job_id] = now
+            data = json.loads(body)  # the envelope, or the payload alone
+            due = data.get("payload", data).get("d", now)
+            group = "slow" if local == SLOW_HOST else "fast"
+            lags.setdefault(group, []).append(now - due)
+            last[group] = now
+            counts["early"] += now < due
+        if local == SLOW_HOST and slow_seconds > 0:
+            await asyncio.sleep(slow_seconds)
+        return RESPONSE
 
-    async def main() -> None:
-        servers = [
-            await asyncio.start_server(handle, host, port, backlog=2048)
-            for host in ["127.0.0.1", *FAST_HOSTS, SLOW_HOST]
-        ]
-        await asyncio.gather(*(s.serve_forever() for s in servers))
-
-    asyncio.run(main())
+    receivers_serve(answer, stats, ["127.0.0.1", *FAST_HOSTS, SLOW_HOST], port)

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -37,6 +37,39 @@ async def request_read(reader: asyncio.StreamReader) -> tuple[str, dict[str, str
 def stats_reply(raw: bytes) -> bytes:
     """A receiver's answer to ``GET /stats``: ``raw`` (JSON) as a 200 response."""
     return b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(raw), raw)
+
+
+# A receiver's answer to one request other than ``GET /stats``: given its request line,
+# headers, body and the local address it came to, the response to write.
+Answer = Callable[[str, dict[str, str], bytes, str], Awaitable[bytes]]
+
+
+def receivers_serve(
+    answer: Answer, stats: Callable[[], bytes], hosts: list[str], port: int
+) -> None:
+    """Serve HTTP/1.1 keep-alive on ``port`` of each of ``hosts`` until killed: ``GET
+    /stats`` is answered with ``stats()`` (JSON), every other request by ``answer``."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        local = writer.get_extra_info("sockname")[0]
+        try:
+            while True:
+                line, headers, body = await request_read(reader)
+                if line.startswith("GET /stats"):
+                    writer.write(stats_reply(stats()))
+                else:
+                    writer.write(await answer(line, headers, body, local))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return  # the client closed its keep-alive connection: the finally closes ours
+        finally:
+            writer.close()
+
+    async def main() -> None:
+        servers = [await asyncio.start_server(handle, host, port, backlog=2048) for host in hosts]
+        await asyncio.gather(*(server.serve_forever() for server in servers))
+
+    asyncio.run(main())
 
 
 def receiver_stats(port: int) -> dict:

@@ -23,7 +23,6 @@ and the poll interval the pollers ran with, for scale.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import subprocess
@@ -38,8 +37,7 @@ sys.path.insert(0, str(ROOT))
 from bench._webhooks import (  # noqa: E402
     pollers_stop,
     receiver_stats,
-    request_read,
-    stats_reply,
+    receivers_serve,
     webhook_bench,
 )
 
@@ -64,37 +62,21 @@ def receiver(port: int) -> None:
             report[event] = {"n": len(lags), "p50": at[0], "p99": at[1], "max": lags[-1]}
         return json.dumps(report).encode()
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                line, headers, body = await request_read(reader)
-                if line.startswith("GET /stats"):
-                    raw = stats()
-                    writer.write(stats_reply(raw))
-                elif line.startswith("POST /cb"):
-                    now = time.time()
-                    event = json.loads(body)
-                    counts["callbacks"] += 1
-                    job_id = event["job_id"]
-                    if job_id not in seen and job_id in answered:
-                        seen.add(job_id)
-                        called.setdefault(event["type"], []).append(now - answered[job_id])
-                    writer.write(OK)
-                else:
-                    job_id = headers.get("webhook-id", "")  # the job's id
-                    answered.setdefault(job_id, time.time())
-                    writer.write(FAIL if line.startswith("POST /fail") else OK)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            return  # the client closed its keep-alive connection: the finally closes ours
-        finally:
-            writer.close()
+    async def answer(line: str, headers: dict[str, str], body: bytes, _local: str) -> bytes:
+        if line.startswith("POST /cb"):
+            now = time.time()
+            event = json.loads(body)
+            counts["callbacks"] += 1
+            job_id = event["job_id"]
+            if job_id not in seen and job_id in answered:
+                seen.add(job_id)
+                called.setdefault(event["type"], []).append(now - answered[job_id])
+            return OK
+        job_id = headers.get("webhook-id", "")  # the job's id
+        answered.setdefault(job_id, time.time())
+        return FAIL if line.startswith("POST /fail") else OK
 
-    async def main() -> None:
-        server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=2048)
-        await server.serve_forever()
-
-    asyncio.run(main())
+    receivers_serve(answer, stats, ["127.0.0.1"], port)
 
 
 def parse() -> argparse.Namespace:

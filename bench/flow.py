@@ -47,8 +47,7 @@ sys.path.insert(0, str(ROOT))
 from bench._webhooks import (  # noqa: E402
     pollers_stop,
     receiver_stats,
-    request_read,
-    stats_reply,
+    receivers_serve,
     webhook_bench,
 )
 
@@ -87,48 +86,29 @@ def receiver(port: int, par_delay: float) -> None:
         }
         return json.dumps(report).encode()
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                first_line, headers, body = await request_read(reader)
-                if first_line.startswith("GET /stats"):
-                    raw = stats()
-                    writer.write(stats_reply(raw))
-                    await writer.drain()
-                    continue
-                now = time.time()
-                job_id = headers.get("webhook-id", "")
-                first = job_id not in seen
-                seen[job_id] = seen.get(job_id, 0) + 1
-                due = json.loads(body).get("payload", {}).get("d", now) if first else now
-                early[0] += first and now < due
-                path = first_line.split(" ")[1]
-                if path == "/par":
-                    par["now"] += 1
-                    par["n"] += first
-                    par["most"] = max(par["most"], par["now"])
-                    try:
-                        await asyncio.sleep(par_delay)
-                    finally:
-                        par["now"] -= 1
-                elif first and path == "/rate":
-                    rate_at.append(now)
-                elif first:
-                    plain_lag.append(now - due)
-                writer.write(RESPONSE)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+    async def answer(line: str, headers: dict[str, str], body: bytes, _local: str) -> bytes:
+        now = time.time()
+        job_id = headers.get("webhook-id", "")
+        first = job_id not in seen
+        seen[job_id] = seen.get(job_id, 0) + 1
+        due = json.loads(body).get("payload", {}).get("d", now) if first else now
+        early[0] += first and now < due
+        path = line.split(" ")[1]
+        if path == "/par":
+            par["now"] += 1
+            par["n"] += first
+            par["most"] = max(par["most"], par["now"])
+            try:
+                await asyncio.sleep(par_delay)
+            finally:
+                par["now"] -= 1
+        elif first and path == "/rate":
+            rate_at.append(now)
+        elif first:
+            plain_lag.append(now - due)
+        return RESPONSE
 
-    async def main() -> None:
-        servers = [
-            await asyncio.start_server(handle, host, port, backlog=2048) for host in HOSTS.values()
-        ]
-        await asyncio.gather(*(s.serve_forever() for s in servers))
-
-    asyncio.run(main())
+    receivers_serve(answer, stats, list(HOSTS.values()), port)
 
 
 def parse() -> argparse.Namespace:

@@ -49,7 +49,6 @@ within a round, and a median of alternated rounds is the figure to judge a goal 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import statistics
@@ -67,8 +66,7 @@ from bench._webhooks import (  # noqa: E402
     pollers_metrics,
     pollers_stop,
     receiver_stats,
-    request_read,
-    stats_reply,
+    receivers_serve,
     webhook_bench,
 )
 
@@ -107,36 +105,21 @@ def receiver(port: int) -> None:
             }
         return json.dumps(report).encode()
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                line, headers, body = await request_read(reader)
-                if line.startswith("GET /stats"):
-                    writer.write(stats_reply(stats()))
-                else:
-                    now = time.time()
-                    payload = json.loads(body)["payload"]
-                    run, endpoint = payload["run"], line.split("e=", 1)[1].split(" ", 1)[0]
-                    got = seen.setdefault(run, {})
-                    job_id = headers.get("webhook-id", "")
-                    if job_id in got:
-                        repeats[run] = repeats.get(run, 0) + 1
-                    else:
-                        got[job_id] = (endpoint, now - payload["due"])
-                        first_last = span.setdefault(run, [now, now])
-                        first_last[1] = now
-                    writer.write(OK)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            return  # the client closed its keep-alive connection: the finally closes ours
-        finally:
-            writer.close()
+    async def answer(line: str, headers: dict[str, str], body: bytes, _local: str) -> bytes:
+        now = time.time()
+        payload = json.loads(body)["payload"]
+        run, endpoint = payload["run"], line.split("e=", 1)[1].split(" ", 1)[0]
+        got = seen.setdefault(run, {})
+        job_id = headers.get("webhook-id", "")
+        if job_id in got:
+            repeats[run] = repeats.get(run, 0) + 1
+        else:
+            got[job_id] = (endpoint, now - payload["due"])
+            first_last = span.setdefault(run, [now, now])
+            first_last[1] = now
+        return OK
 
-    async def main() -> None:
-        servers = [await asyncio.start_server(handle, host, port, backlog=2048) for host in HOSTS]
-        await asyncio.gather(*(server.serve_forever() for server in servers))
-
-    asyncio.run(main())
+    receivers_serve(answer, stats, HOSTS, port)
 
 
 def parse() -> argparse.Namespace:
