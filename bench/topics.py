@@ -205,6 +205,7 @@ def _print_run(tag: str, got: dict) -> None:
         print(f"{what}[{tag}]: {n:.0f} statements, {jobs / max(1.0, n):.0f} jobs each")
     for name, spent in got["cpu_us"].items():
         print(f"cpu_us_per_delivered[{tag}][{name}]: {spent:.1f} us")
+    print(f"wal_bytes_per_delivered[{tag}]: {got['wal_bytes']:.0f} bytes")
 
 
 def _ratios(single: dict, topic: dict, held: dict) -> dict[str, float]:
@@ -226,6 +227,7 @@ def _ratios(single: dict, topic: dict, held: dict) -> dict[str, float]:
         "service_cpu_topic_over_single": service[1] / max(service[0], 1e-9),
         "service_cpu_topic_over_single_receiver_paced": paced[1] / max(paced[0], 1e-9),
         "service_cpu_with_scheduling_topic_over_single": whole[1] / max(whole[0], 1e-9),
+        "wal_bytes_topic_over_single": topic["wal_bytes"] / max(single["wal_bytes"], 1e-9),
     }
 
 
@@ -268,6 +270,7 @@ def one_run(args: argparse.Namespace, team: object, kind: str, run: str) -> dict
     cpu = CpuGroups(service_groups(poller_pids, _receiver_pids))
     time.sleep(max(0.0, due.timestamp() - time.time()))  # CPU from the due instant on
     cpu.start()
+    wal_from = _wal_lsn()
     expected = deliveries - (args.jobs if kind == "topic+held" else 0)
     deadline = time.monotonic() + args.timeout
     got: dict = {}
@@ -277,6 +280,7 @@ def one_run(args: argparse.Namespace, team: object, kind: str, run: str) -> dict
         if got.get("n", 0) >= expected:
             break
     seconds = cpu.stop()  # before the pollers end (their backends' CPU goes with them)
+    wal = _wal_bytes_since(wal_from)
     time.sleep(2.0)  # repeats still on their way
     scraped = pollers_metrics(ports)
     pollers_stop(_children)
@@ -293,11 +297,30 @@ def one_run(args: argparse.Namespace, team: object, kind: str, run: str) -> dict
             "reads": (scraped["claims"], scraped["claimed"]),
             "writebacks": (scraped["groups"], scraped["grouped"]),
         },
+        "wal_bytes": wal / max(1, got.get("n", 0)),
         "cpu_us": {
             name: spent * 1e6 / max(1, got.get("n", 0))
             for name, spent in {**seconds, "scheduling": scheduled}.items()
         },
     }
+
+
+def _wal_lsn() -> str:
+    """PostgreSQL's write-ahead log position now (the whole server's: the bench is alone)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_current_wal_lsn()::text")
+        return cursor.fetchone()[0]
+
+
+def _wal_bytes_since(lsn: str) -> float:
+    """Bytes of write-ahead log written since ``lsn``: what each commit waits to flush."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", [lsn])
+        return float(cursor.fetchone()[0])
 
 
 def _own_pids() -> list[int]:
