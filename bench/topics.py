@@ -39,6 +39,9 @@ team's ten single jobs cost from scheduling to delivery, against one topic job's
 ``service_cpu_topic_over_single_receiver_paced`` divides each run's service CPU by
 the receiver's (the same work per request in both runs, so it stands for the
 machine's pace during each run) before taking the ratio.
+``wal_bytes_per_delivered[run]`` is the write-ahead log PostgreSQL wrote over the same
+span per endpoint request (the whole server's: the bench is its only writer), and
+``wal_bytes_topic_over_single`` its ratio: each commit waits for its log to be flushed.
 
 ``--rounds K`` repeats the three runs K times, single and topic alternating which goes
 first, prints each round's ratios (``[P=p,round=r]``) and then each ratio's median over
