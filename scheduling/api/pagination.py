@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from rest_framework import exceptions
 from rest_framework.request import Request
@@ -60,3 +62,30 @@ def key_cursor_decode(cursor: str) -> str:
     key = bytes.fromhex(cursor).decode("utf-8", errors="replace")
     # No key holds NUL (PostgreSQL text cannot): the part before one is the bound.
     return key.split("\x00", 1)[0]
+
+
+def page_params(validated: Mapping[str, Any]) -> tuple[str | None, int]:
+    """A list query's ``cursor`` (None: the first page) and ``limit``."""
+    return validated.get("cursor"), validated.get("limit", DEFAULT_LIMIT)
+
+
+def page_cut[T](
+    rows: Sequence[T], limit: int, position: Callable[[T], str]
+) -> tuple[list[T], str | None]:
+    """The page in ``rows`` (a list or a queryset, read ``limit + 1`` deep: a row past
+    the page says one more follows) and the cursor after its last row, ``position`` of
+    it; None: the last page."""
+    page = list(rows[: limit + 1])
+    if len(page) <= limit:
+        return page, None
+    del page[limit:]
+    return page, position(page[-1])
+
+
+def page_body(request: Request, results: list[Any], next_cursor: str | None) -> dict[str, Any]:
+    """A list response: the page's ``results``, ``next_cursor`` and the ``next`` URL."""
+    return {
+        "results": results,
+        "next_cursor": next_cursor,
+        "next": next_url(request, next_cursor),
+    }

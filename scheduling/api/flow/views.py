@@ -93,25 +93,17 @@ class FlowControlListView(FlowControlView):
     def get(self, request: Request) -> Response:
         query = FlowControlListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        cursor = query.validated_data.get("cursor")
-        limit = query.validated_data.get("limit", pagination.DEFAULT_LIMIT)
+        cursor, limit = pagination.page_params(query.validated_data)
         flows = selectors.flow_list(
             team_id=self.team.pk,
             after=pagination.key_cursor_decode(cursor) if cursor else None,
             limit=limit + 1,
         )
-        next_cursor = None
-        if len(flows) > limit:
-            flows = flows[:limit]
-            next_cursor = pagination.key_cursor_encode(flows[-1].key)
-        states = selectors.flow_states(flows)
-        return Response(
-            {
-                "results": FlowControlSerializer(states, many=True).data,
-                "next_cursor": next_cursor,
-                "next": pagination.next_url(request, next_cursor),
-            }
+        flows, next_cursor = pagination.page_cut(
+            flows, limit, lambda flow: pagination.key_cursor_encode(flow.key)
         )
+        results = FlowControlSerializer(selectors.flow_states(flows), many=True).data
+        return Response(pagination.page_body(request, results, next_cursor))
 
 
 @extend_schema(tags=["flow-controls"], parameters=[FLOW_KEY_PARAMETER])

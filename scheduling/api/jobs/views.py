@@ -79,8 +79,7 @@ class JobListCreateView(TeamView):
         query = JobListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
-        cursor = params.get("cursor")
-        limit = params.get("limit", pagination.DEFAULT_LIMIT)
+        cursor, limit = pagination.page_params(params)
         jobs = selectors.job_list(
             team=self.team,
             status=params.get("status"),
@@ -91,18 +90,10 @@ class JobListCreateView(TeamView):
             flow_control_key=params.get("flow_control_key"),
             after=pagination.cursor_decode(cursor) if cursor else None,
         )
-        page = list(jobs[: limit + 1])
-        next_cursor = None
-        if len(page) > limit:
-            page = page[:limit]
-            next_cursor = pagination.cursor_encode(page[-1].due_at, page[-1].id)
-        return Response(
-            {
-                "results": [job_body(job) for job in page],
-                "next_cursor": next_cursor,
-                "next": pagination.next_url(request, next_cursor),
-            }
+        page, next_cursor = pagination.page_cut(
+            jobs, limit, lambda job: pagination.cursor_encode(job.due_at, job.id)
         )
+        return Response(pagination.page_body(request, [job_body(j) for j in page], next_cursor))
 
     @extend_schema(
         operation_id="jobs_create",

@@ -110,24 +110,15 @@ class ScheduleListCreateView(ScheduleView):
     def get(self, request: Request) -> Response:
         query = ListQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
-        cursor = query.validated_data.get("cursor")
-        limit = query.validated_data.get("limit", pagination.DEFAULT_LIMIT)
+        cursor, limit = pagination.page_params(query.validated_data)
         found = schedules.schedule_list(
             team=self.team, after=pagination.cursor_decode(cursor) if cursor else None
         )
-        page = list(found[: limit + 1])
-        next_cursor = None
-        if len(page) > limit:
-            page = page[:limit]
-            next_cursor = pagination.cursor_encode(page[-1].created_at, page[-1].id)
-        now = db_now()
-        return Response(
-            {
-                "results": [_body(s, now) for s in page],
-                "next_cursor": next_cursor,
-                "next": pagination.next_url(request, next_cursor),
-            }
+        page, next_cursor = pagination.page_cut(
+            found, limit, lambda s: pagination.cursor_encode(s.created_at, s.id)
         )
+        now = db_now()
+        return Response(pagination.page_body(request, [_body(s, now) for s in page], next_cursor))
 
     @extend_schema(
         operation_id="schedules_create",

@@ -91,24 +91,17 @@ class TopicListView(TopicView):
     def get(self, request: Request) -> Response:
         query = FlowControlListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        cursor = query.validated_data.get("cursor")
-        limit = query.validated_data.get("limit", pagination.DEFAULT_LIMIT)
+        cursor, limit = pagination.page_params(query.validated_data)
         topics = selectors.topic_list(
             team_id=self.team.pk,
             after=pagination.key_cursor_decode(cursor) if cursor else None,
             limit=limit + 1,
         )
-        next_cursor = None
-        if len(topics) > limit:
-            topics = topics[:limit]
-            next_cursor = pagination.key_cursor_encode(topics[-1].name)
-        return Response(
-            {
-                "results": [topic_body(t, list(t.endpoints.all())) for t in topics],
-                "next_cursor": next_cursor,
-                "next": pagination.next_url(request, next_cursor),
-            }
+        topics, next_cursor = pagination.page_cut(
+            topics, limit, lambda topic: pagination.key_cursor_encode(topic.name)
         )
+        results = [topic_body(t, list(t.endpoints.all())) for t in topics]
+        return Response(pagination.page_body(request, results, next_cursor))
 
 
 @extend_schema(tags=["topics"], parameters=[NAME_PARAMETERS["name"]])
