@@ -310,29 +310,24 @@ def one_run(args: argparse.Namespace, team: object, kind: str, run: str) -> dict
 
 def _wal_lsn() -> str:
     """PostgreSQL's write-ahead log position now (the whole server's: the bench is alone)."""
-    from django.db import connection
+    from polling.common.sql import fetch_all
 
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_current_wal_lsn()::text")
-        return cursor.fetchone()[0]
+    return fetch_all("SELECT pg_current_wal_lsn()::text", [])[0][0]
 
 
 def _wal_bytes_since(lsn: str) -> float:
     """Bytes of write-ahead log written since ``lsn``: what each commit waits to flush."""
-    from django.db import connection
+    from polling.common.sql import fetch_all
 
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", [lsn])
-        return float(cursor.fetchone()[0])
+    sql = "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)"
+    return float(fetch_all(sql, [lsn])[0][0])
 
 
 def _own_pids() -> list[int]:
     """This process and its database backend (where ``job_schedule_many`` runs)."""
-    from django.db import connection
+    from polling.common.sql import fetch_all
 
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        return [os.getpid(), cursor.fetchone()[0]]
+    return [os.getpid(), fetch_all("SELECT pg_backend_pid()", [])[0][0]]
 
 
 def _receiver_pids() -> list[int]:

@@ -20,7 +20,7 @@ the endpoint is disabled). Its own attempts, retries, dead letter and callbacks 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -128,12 +128,18 @@ def fanout_write(
 
 @dataclass(slots=True)
 class _Walk:
-    """A group's children, walked once for both ways of writing them: per child its
-    parent's index in the group, id (and text), shard, endpoint, and shared request
-    (``_shared_request``, and its text); the shards they fall on; and each parent's
-    ``request`` naming its children (for ``extras_write``)."""
+    """A group's children, walked once for both ways of writing them.
 
-    children: list[tuple[int, UUID, str, int, _Endpoint, dict[str, Any], str]]
+    ``shared``: each distinct request the children of an endpoint share (the parent's
+    settings under the endpoint's, its topic and endpoint: ``_shared_request``), with
+    its endpoint and its JSON text. ``children``: per child its parent's index in the
+    group, its id (and text), its shard and its shared request's index. ``shards``:
+    where they fall. ``named``: each parent's ``request`` naming its children (for
+    ``extras_write``).
+    """
+
+    shared: list[tuple[_Endpoint, dict[str, Any], str]]
+    children: list[tuple[int, UUID, str, int, int]]
     shards: set[int]
     named: list[tuple[Result, dict[str, Any], None]]
 
@@ -141,19 +147,26 @@ class _Walk:
 def _children_walk(
     parents: list[tuple[ClaimedJob, Result, list[_Endpoint]]], count: int, held: Collection[int]
 ) -> _Walk:
-    """The children of ``parents``, one per endpoint, on ``held`` (``_children_ids``)."""
-    ids = _children_ids(parents, count, held)
-    texts: dict[tuple[str, int, str, str], tuple[dict[str, Any], str]] = {}
-    walk = _Walk([], set(), [])
+    """The children of ``parents``, one per endpoint, with ids drawn on ``held`` (none
+    given: the parents' shards)."""
+    n = sum(len(eps) for _, _, eps in parents)
+    ids = iter(_ids_on_shards(n, count, set(held) or {job.shard for job, _, _ in parents}))
+    shared_at: dict[tuple[str, int, str, str], int] = {}  # _shared_request's key -> index
+    walk = _Walk([], [], set(), [])
     for number, (job, result, endpoints) in enumerate(parents):
         inherited = {k: v for k, v in (job.request or {}).items() if k not in _NOT_INHERITED}
+        inherited_json = json.dumps(inherited, sort_keys=True) if inherited else ""
         mine: dict[str, str] = {}
         for endpoint in endpoints:
             child_id, text, shard = next(ids)
             mine[endpoint.name] = text
             walk.shards.add(shard)
-            shared, shared_json = _shared_request(texts, inherited, job, endpoint)
-            walk.children.append((number, child_id, text, shard, endpoint, shared, shared_json))
+            key = (inherited_json, job.team_id, job.target, endpoint.name)
+            at = shared_at.get(key)
+            if at is None:
+                at = shared_at[key] = len(walk.shared)
+                walk.shared.append(_shared_request(inherited, job.target, endpoint))
+            walk.children.append((number, child_id, text, shard, at))
         walk.named.append((result, {**(job.request or {}), CHILDREN: mine}, None))
     return walk
 
@@ -201,19 +214,10 @@ def _children_insert(
         )
         for job, _, _ in parents
     ]
-    shared_at: dict[tuple[str, str | None, str], int] = {}  # (url, key, request) -> its number
-    shared_rows: list[str] = []
-    child_parents: list[str] = []
-    child_shared: list[str] = []
-    for number, _id, _text, _shard, endpoint, _shared, shared_json in walk.children:
-        key = (endpoint.url, endpoint.key, shared_json)
-        at = shared_at.get(key)
-        if at is None:
-            url_and_key = json.dumps([endpoint.url, endpoint.key], separators=(",", ":"))
-            shared_rows.append(f"{url_and_key[:-1]},{shared_json}]")
-            at = shared_at[key] = len(shared_rows)
-        child_parents.append(str(number + 1))  # WITH ORDINALITY counts from 1
-        child_shared.append(str(at))
+    shared_rows = [
+        f"{json.dumps([endpoint.url, endpoint.key], separators=(',', ':'))[:-1]},{text}]"
+        for endpoint, _, text in walk.shared
+    ]
     fetch_all(
         _CHILDREN_INSERT_SQL,
         [
@@ -223,8 +227,9 @@ def _children_insert(
             dt(now),
             "{" + ",".join(child[2] for child in walk.children) + "}",
             "{" + ",".join(str(child[3]) for child in walk.children) + "}",
-            "{" + ",".join(child_parents) + "}",
-            "{" + ",".join(child_shared) + "}",
+            # WITH ORDINALITY counts from 1
+            "{" + ",".join(str(child[0] + 1) for child in walk.children) + "}",
+            "{" + ",".join(str(child[4] + 1) for child in walk.children) + "}",
             "[" + ",".join(parent_rows) + "]",
             "[" + ",".join(shared_rows) + "]",
         ],
@@ -244,8 +249,9 @@ def _children_build(
     # Per parent, once for its children: its id, payload text and ``topic_of`` tail.
     texts: dict[int, tuple[str, str, str]] = {}
     children = []
-    for number, child_id, _text, shard, endpoint, shared, shared_json in walk.children:
+    for number, child_id, _text, shard, at in walk.children:
         job = parents[number][0]
+        endpoint, shared, shared_json = walk.shared[at]
         builder = builders.get(job.team_id)
         if builder is None:
             builder = builders[job.team_id] = JobBuilder(
@@ -289,15 +295,6 @@ def _children_build(
     return children
 
 
-def _children_ids(
-    parents: list[tuple[ClaimedJob, Result, list[_Endpoint]]], count: int, held: Collection[int]
-) -> Iterator[tuple[UUID, str, int]]:
-    """One id (with its text and shard) a child of ``parents``, in order, drawn on
-    ``held`` (none given: the parents' shards)."""
-    n = sum(len(eps) for _, _, eps in parents)
-    return iter(_ids_on_shards(n, count, set(held) or {job.shard for job, _, _ in parents}))
-
-
 # Draw a child's id among at most this many times the ids it needs: past that (a poller
 # holding few of the open bucket's shards) the children go to any shard.
 _DRAWS_PER_ID = 4
@@ -339,28 +336,14 @@ def _ids_on_shards(n: int, count: int, shards: set[int]) -> list[tuple[UUID, str
 
 
 def _shared_request(
-    texts: dict[tuple[str, int, str, str], tuple[dict[str, Any], str]],
-    inherited: dict[str, Any],
-    job: ClaimedJob,
-    endpoint: _Endpoint,
-) -> tuple[dict[str, Any], str]:
+    inherited: dict[str, Any], topic: str, endpoint: _Endpoint
+) -> tuple[_Endpoint, dict[str, Any], str]:
     """What every child of ``endpoint`` sends whose parent's request is ``inherited``
     (the parent's settings under the endpoint's, its topic and endpoint: all but the
-    parent's id), and its JSON text; made once per (inherited, team, topic, endpoint)
-    in ``texts``."""
-    topic = job.target
-    key = (
-        json.dumps(inherited, sort_keys=True) if inherited else "",
-        job.team_id,
-        topic,
-        endpoint.name,
-    )
-    found = texts.get(key)
-    if found is None:
-        shared = {**inherited, **(endpoint.request or {}), TOPIC: topic, ENDPOINT: endpoint.name}
-        shared.pop(TOPIC_OF, None)  # the child's own parent, spliced in after
-        found = texts[key] = (shared, json.dumps(shared, separators=(",", ":")))
-    return found
+    parent's id), with the endpoint and its JSON text."""
+    shared = {**inherited, **(endpoint.request or {}), TOPIC: topic, ENDPOINT: endpoint.name}
+    shared.pop(TOPIC_OF, None)  # the child's own parent, spliced in after
+    return endpoint, shared, json.dumps(shared, separators=(",", ":"))
 
 
 def _endpoints_enabled(topics: set[tuple[int, str]]) -> dict[tuple[int, str], list[_Endpoint]]:
