@@ -42,6 +42,10 @@ machine's pace during each run) before taking the ratio.
 ``wal_bytes_per_delivered[run]`` is the write-ahead log PostgreSQL wrote over the same
 span per endpoint request (the whole server's: the bench is its only writer), and
 ``wal_bytes_topic_over_single`` its ratio: each commit waits for its log to be flushed.
+``chain_single_over_topic`` is the pollers' and the database's CPU per endpoint
+request, single over topic: with one poller, whose thread runs its Python and then
+waits for each of its statements, that chain bounds the rate, and this ratio is the
+rate ratio it predicts (docs/performance.md, "2026-12-07 21:13-21:58 UTC").
 
 ``--rounds K`` repeats the three runs K times, single and topic alternating which goes
 first, prints each round's ratios (``[P=p,round=r]``) and then each ratio's median over
@@ -231,7 +235,14 @@ def _ratios(single: dict, topic: dict, held: dict) -> dict[str, float]:
         "service_cpu_topic_over_single_receiver_paced": paced[1] / max(paced[0], 1e-9),
         "service_cpu_with_scheduling_topic_over_single": whole[1] / max(whole[0], 1e-9),
         "wal_bytes_topic_over_single": topic["wal_bytes"] / max(single["wal_bytes"], 1e-9),
+        "chain_single_over_topic": _chain(single) / max(_chain(topic), 1e-9),
     }
+
+
+def _chain(run: dict) -> float:
+    """Pollers + database CPU per endpoint request: with one poller, its thread runs its
+    Python and waits for each statement, so this chain's inverse bounds the rate."""
+    return run["cpu_us"]["pollers"] + run["cpu_us"]["postgres"]
 
 
 def one_run(args: argparse.Namespace, team: object, kind: str, run: str) -> dict:
