@@ -23,7 +23,7 @@ from scheduling import conf, keys
 from scheduling.api.access import ratelimit
 from scheduling.api.jobs import fastpath
 from scheduling.jobs import services
-from scheduling.models import Job
+from scheduling.models import Job, ThrottleCounter
 from scheduling.sharding.buckets import shard_count_of, shard_counts_record
 from scheduling.sharding.clock import db_now, iso_utc, open_bucket
 from scheduling.storage import prepared
@@ -208,8 +208,10 @@ def test_a_failed_count_whose_insert_wrote_answers_the_job(
 
 def test_a_failed_count_whose_insert_did_not_write_is_an_error(api, team, warm, monkeypatch):
     monkeypatch.setattr(ratelimit, "counting", lambda key, window: ("SELECT 1 / 0", []))
-    # An hour's window, which the counter's row (the day's) is not in: the guard finds
-    # no count within the budget, as for a request whose count was not made.
+    # No counter row (the warm-up's is gone): the guard finds no count within the
+    # budget, as for a request whose count was not made. (An hour's window alone is not
+    # enough: from 23:00 UTC it ends with the day's, and the day's row counts.)
+    ThrottleCounter.objects.all().delete()
     hourly = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"jobs": "100/hour"}}
     with override_settings(REST_FRAMEWORK=hourly), pytest.raises(DataError):
         api.post(URL, warm, format="json")  # (the test client raises what answers 500)
