@@ -146,7 +146,7 @@ class WriteGroup:
 
     def write(self, out: Written, now: datetime, *, held: Collection[int] = ()) -> None:
         """Write ``out`` (from ``take``) in one fenced transaction; set ``out.lost``.
-        ``held``: the shards this poller reads (``fanout_write`` draws children on them)."""
+        ``held``: the shards this poller reads (``fanout_plan`` draws children on them)."""
         jobs, outcomes, expired = out.jobs, out.outcomes, out.expired
         failpoint("after_dispatch")  # fault tests: crash between delivery and write-back
         span = spans.batch_open("sendlater.write_back", owner=self.owner)  # None: tracing off
@@ -154,7 +154,8 @@ class WriteGroup:
         try:
             with bounded_atomic():
                 results = results_build(jobs=jobs, outcomes=outcomes, expired=expired, now=now)
-                fanout = fanout_plan(jobs=jobs, results=results)  # topic jobs: fanned_out
+                # topic jobs: fanned_out, their children named
+                fanout = fanout_plan(jobs=jobs, results=results, now=now, held=held)
                 written = writeback.write_back(owner=self.owner, results=results, now=now)
                 attempts_record(results=results, written=written, poller=self.owner, now=now)
                 outcomes_heard(  # callbacks and kept responses, in this transaction
@@ -166,7 +167,7 @@ class WriteGroup:
                     now=now,
                 )
                 # topic children, here too
-                fanout_write(fanout, written=written, now=now, held=held)
+                fanout_write(fanout, written=written, now=now)
                 done = self._batches_done(*out.groups())
                 if len(written) != len(results):  # fenced out: the next owner forgets those
                     done -= {job.batch for job in (*jobs, *expired) if job.id not in written}

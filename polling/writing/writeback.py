@@ -52,6 +52,9 @@ class Result:
     started_at: datetime | None = None
     duration_ms: int | None = None
     status_code: int | None = None
+    # A topic job fanned out: its children, endpoint id -> child job id
+    # (``polling.writing.fanout``); PostgreSQL's write names them on the row.
+    children: dict[str, str] | None = None
 
     @property
     def claimed_bucket(self) -> datetime:
@@ -93,11 +96,16 @@ UPDATE scheduling_job AS j SET status = %s, attempts = j.attempts + 1, last_erro
     updated_at = %s, delivered_at = %s,
     last_attempt_at = to_timestamp((d.m -> j.id::text ->> 0)::bigint / 1e6),
     last_attempt_ms = (d.m -> j.id::text ->> 1)::integer,
-    last_status_code = (d.m -> j.id::text ->> 2)::smallint
+    last_status_code = (d.m -> j.id::text ->> 2)::smallint{children}
 FROM (SELECT %s::jsonb AS m) AS d
 WHERE j.bucket IN ({buckets}) AND j.shard IN ({shards}) AND j.id {ids}
   AND {pending} AND {fence}
 RETURNING id"""
+# A topic job fanned out names its children in the same write (its fifth value).
+_CHILDREN_NAMED = (
+    ",\n    request = COALESCE(j.request, '{}'::jsonb)"
+    " || jsonb_build_object('children', d.m -> j.id::text -> 4)"
+)
 # Each row's attempt comes from one JSON object keyed by id (``d.m``): a one-row join,
 # so the plan stays the id list's primary-key probes. A join to the group's rows
 # (VALUES or unnest) lets PostgreSQL plan a nested loop over the whole bucket when
@@ -196,6 +204,7 @@ def _write_delivered(
         ids=in_ids,
         fence=fence,
         pending=_PENDING[True],
+        children=_CHILDREN_NAMED if status == "fanned_out" else "",
     )
     attempts = orjson.dumps(
         {
@@ -204,6 +213,7 @@ def _write_delivered(
                 r.duration_ms,
                 r.status_code,
                 r.epoch,
+                r.children,
             )
             for r in results
         }

@@ -137,6 +137,24 @@ def new_job_ids(n: int) -> list[uuid.UUID]:
     return ids
 
 
+# The variant nibble (RFC 4122: its two high bits 10) of each hex digit drawn.
+_VARIANT_NIBBLE = {digit: format((int(digit, 16) & 0x3) | 0x8, "x") for digit in "0123456789abcdef"}
+
+
+def new_job_id_texts(n: int) -> list[str]:
+    """``n`` random (version 4) UUIDs in their canonical text, ``str(uuid.uuid4())``'s
+    form, from one urandom call, never built as ``uuid.UUID`` objects: ~0.9 us an id
+    against ~1.5 us for ``new_job_ids`` and ``str`` (a topic's children, which
+    PostgreSQL builds from their text: ``polling.writing.fanout``)."""
+    h = os.urandom(16 * n).hex()
+    v = _VARIANT_NIBBLE
+    return [
+        f"{h[k : k + 8]}-{h[k + 8 : k + 12]}-4{h[k + 13 : k + 16]}-{v[h[k + 16]]}"
+        f"{h[k + 17 : k + 20]}-{h[k + 20 : k + 32]}"
+        for k in range(0, 32 * n, 32)
+    ]
+
+
 def _jsonb(value: Any) -> str:
     return _JSONB_VERSION + json.dumps(value, separators=(",", ":"))
 

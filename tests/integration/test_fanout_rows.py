@@ -75,9 +75,9 @@ def test_postgres_builds_the_same_children_rows_as_python(team, monkeypatch) -> 
     count = shard_counts_record([place])[place]
     parents = _parents(team, other, now)
     total = sum(len(eps) for _, _, eps in parents)
-    drawn = [(v, str(v), keys.shard_of(str(v), count)) for v in new_job_ids(total)]
+    drawn = [(str(v), keys.shard_of(str(v), count)) for v in new_job_ids(total)]
     monkeypatch.setattr(fanout, "_ids_on_shards", lambda n, c, s: list(drawn[:n]))
-    ids = [v for v, _, _ in drawn]
+    ids = [UUID(text) for text, _ in drawn]
 
     with transaction.atomic():
         walk = fanout._children_walk(parents, count, ())
@@ -92,7 +92,7 @@ def test_postgres_builds_the_same_children_rows_as_python(team, monkeypatch) -> 
         transaction.set_rollback(True)
 
     assert written == total == len(by_sql) == len(by_python)
-    assert walk.shards == walk_py.shards == {shard for _, _, shard in drawn}
+    assert walk.shards == walk_py.shards == {shard for _, shard in drawn}
     # each parent names its children, the same on both walks
     assert [n[1] for n in walk.named] == [n[1] for n in walk_py.named]
     for child_id, row in by_python.items():

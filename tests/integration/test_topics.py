@@ -277,3 +277,49 @@ def test_children_go_to_the_shards_of_the_poller_that_fans_them_out(team) -> Non
             assert received[str(child.id)] == child.attempts
             sent_to.add(str(child.id))
     assert set(received) == sent_to  # nothing else was sent
+
+
+def test_a_parent_fenced_out_of_its_write_gets_no_child_and_names_none(team) -> None:
+    """Two topic jobs written in one group, one read under an epoch that is no longer
+    its shard's: that one stays pending, unnamed, with no child; the other is fanned
+    out and names exactly the children written."""
+    from django.db import transaction
+
+    from polling.dispatch.base import ClaimedJob
+    from polling.writing.fanout import fanout_plan, fanout_write
+    from polling.writing.writeback import Result, write_back
+
+    base = future_base()
+    topic_put(
+        team=team,
+        name="orders",
+        endpoints=[EndpointSpec(name=n, url=f"http://127.0.0.1:9/{n}") for n in ("a", "b", "c")],
+    )
+    poller = poller_build("p1")
+    poller.iterate(now=base - timedelta(seconds=2))  # it takes every shard's lease
+    kept, fenced = topic_job(team, base), topic_job(team, base)
+    now = base + timedelta(seconds=1)
+    epochs = dict(poller.leases)
+    jobs = [
+        ClaimedJob(
+            job.id, team.pk, job.due_at, job.bucket, job.shard, 1, "topic", "orders",
+            job.payload, job.metadata, None, epoch=epochs[job.shard] + (job is fenced),
+        )
+        for job in (kept, fenced)
+    ]  # fmt: skip
+    results = [Result(j.id, "delivered", j.due_at, j.bucket, j.shard, epoch=j.epoch) for j in jobs]
+    before = Job.objects.count()
+    with transaction.atomic():
+        plan = fanout_plan(jobs=jobs, results=results, now=now)
+        assert plan is not None and {r.status for r in results} == {"fanned_out"}
+        written = write_back(owner="p1", results=results, now=now)
+        assert written == {kept.id}
+        assert fanout_write(plan, written=written, now=now) == 3
+    assert Job.objects.count() == before + 3  # the kept parent's three, no more
+    fenced.refresh_from_db()
+    assert fenced.status == "pending" and "children" not in (fenced.request or {})
+    assert children_of(fenced) == {}
+    children = children_of(kept)
+    assert kept.status == "fanned_out" and set(children) == {"a", "b", "c"}
+    assert {c.status for c in children.values()} == {"pending"}
+    assert {c.request["topic_of"] for c in children.values()} == {str(kept.id)}

@@ -91,6 +91,14 @@ def test_shard_is_deterministic_in_range_and_the_public_formula(
     assert shard == mmh3.hash(str(job_id), signed=False) % count
 
 
+@given(
+    job_ids=st.lists(st.uuids().map(str), max_size=20),
+    count=st.integers(min_value=1, max_value=4096),
+)
+def test_shards_of_many_ids_are_each_ones_shard(job_ids: list[str], count: int) -> None:
+    assert keys.shards_of(job_ids, count) == [keys.shard_of(i, count) for i in job_ids]
+
+
 def test_documented_example() -> None:
     assert keys.shard_of("j-81f2", 100) == mmh3.hash("j-81f2", signed=False) % 100
 
@@ -125,6 +133,8 @@ def test_shard_count_must_be_positive() -> None:
     for bad in (0, -1, True, 2.0):
         with pytest.raises(ValueError):
             keys.shard_of("x", bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError):
+            keys.shards_of(["x"], bad)  # type: ignore[arg-type]
 
 
 @given(job_id=st.uuids(), window=st.integers(min_value=0, max_value=7 * 86400))

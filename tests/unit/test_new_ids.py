@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 import uuid
 
-from scheduling.storage.jobinsert import new_job_ids
+from scheduling.storage.jobinsert import new_job_id_texts, new_job_ids
 
 
 def test_ids_are_version_4_uuids_like_the_standard_librarys() -> None:
@@ -24,3 +24,16 @@ def test_ids_are_version_4_uuids_like_the_standard_librarys() -> None:
 
 def test_none_asked_none_made() -> None:
     assert new_job_ids(0) == []
+
+
+def test_id_texts_are_version_4_uuids_in_canonical_text() -> None:
+    texts = new_job_id_texts(4000)
+    assert len(set(texts)) == 4000
+    for text in texts:
+        value = uuid.UUID(text)
+        assert str(value) == text  # lowercase, hyphenated: the form hashed for the shard
+        assert value.version == 4
+        assert value.variant == uuid.RFC_4122
+    # every variant nibble occurs (8, 9, a, b) and only those
+    assert {text[19] for text in texts} == set("89ab")
+    assert new_job_id_texts(0) == []
