@@ -8,14 +8,65 @@ result kinds, shard indices; never job ids or URLs.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+import threading
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
+
+
+class GroupHistogram:
+    """A histogram observed a group of values at a time (``observe_many``): one lock
+    and a bisect a value, where ``Histogram.observe`` takes ~1.5 us a value (a lock
+    and a walk of the buckets each). Exposed as ``Histogram`` is: ``_bucket`` (by
+    ``le``, cumulative), ``_count``, ``_sum``."""
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        buckets: Iterable[float],
+        registry: CollectorRegistry = REGISTRY,
+    ) -> None:
+        self.name, self.documentation = name, documentation
+        self._bounds = (*sorted(float(b) for b in buckets), float("inf"))
+        self._counts = [0] * len(self._bounds)
+        self._sum = 0.0
+        self._lock = threading.Lock()
+        registry.register(self)
+
+    def observe_many(self, values: Iterable[float]) -> None:
+        bounds, counts, total = self._bounds, [0] * len(self._bounds), 0.0
+        for value in values:
+            counts[bisect_left(bounds, value)] += 1  # the first bound >= value: le
+            total += value
+        with self._lock:
+            self._counts = [a + b for a, b in zip(self._counts, counts, strict=True)]
+            self._sum += total
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        with self._lock:
+            counts, total = list(self._counts), self._sum
+        cumulative, buckets = 0, []
+        for bound, count in zip(self._bounds, counts, strict=True):
+            cumulative += count
+            buckets.append((floatToGoString(bound), cumulative))
+        yield HistogramMetricFamily(
+            self.name,
+            self.documentation,
+            buckets=buckets,
+            sum_value=total,
+        )
+
 
 DELIVERIES = Counter(
     "sendlater_deliveries_total",
     "Delivery outcomes written back, by result (delivered, retry, dead, expired, deferred).",
     ["result"],
 )
-DELIVERY_LATENCY = Histogram(
+DELIVERY_LATENCY = GroupHistogram(  # a write-back group's delivered jobs at once
     "sendlater_delivery_latency_seconds",
     "delivered_at - due_at of delivered jobs.",
     buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
