@@ -92,23 +92,10 @@ def pollers_stop(children: list[subprocess.Popen[bytes]]) -> None:
     children.clear()
 
 
-@contextmanager
-def webhook_bench(
-    *,
-    server: str,
-    database: str,
-    receiver: Callable[..., None],
-    receiver_args: tuple[object, ...],
-    children: list[subprocess.Popen[bytes]],
-) -> Iterator[None]:
-    """(Re)create ``database`` on ``server``, point Django at it (loopback callbacks
-    allowed), start ``receiver(*receiver_args)`` in its own process, migrate; on exit
-    stop the pollers in ``children`` and the receiver, and drop the database."""
+def database_fresh(server: str, database: str) -> Callable[[], None]:
+    """(Re)create ``database`` on ``server`` and point Django's settings at it (loopback
+    callbacks allowed, no pool, partitions two days ahead); return what drops it."""
     import psycopg
-
-    # A SIGTERM (a stopped run) unwinds through the cleanup below, as Ctrl-C does:
-    # its default would leave the receiver and the pollers running, on the port.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     def drop() -> None:
         with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
@@ -132,6 +119,25 @@ def webhook_bench(
             "PYTHONPATH": str(ROOT),
         }
     )
+    return drop
+
+
+@contextmanager
+def webhook_bench(
+    *,
+    server: str,
+    database: str,
+    receiver: Callable[..., None],
+    receiver_args: tuple[object, ...],
+    children: list[subprocess.Popen[bytes]],
+) -> Iterator[None]:
+    """(Re)create ``database`` on ``server``, point Django at it (loopback callbacks
+    allowed), start ``receiver(*receiver_args)`` in its own process, migrate; on exit
+    stop the pollers in ``children`` and the receiver, and drop the database."""
+    # A SIGTERM (a stopped run) unwinds through the cleanup below, as Ctrl-C does:
+    # its default would leave the receiver and the pollers running, on the port.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    drop = database_fresh(server, database)
     rx = mp.get_context("spawn").Process(target=receiver, args=receiver_args, daemon=True)
     rx.start()
     atexit.register(pollers_stop, children)

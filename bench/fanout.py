@@ -31,7 +31,6 @@ fan-out's code decides, measured without the machine's pace between two runs.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -42,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench._cpu import cpu_seconds  # noqa: E402
+from bench._webhooks import database_fresh  # noqa: E402
 
 
 def parse() -> argparse.Namespace:
@@ -56,25 +56,7 @@ def parse() -> argparse.Namespace:
 
 
 def setup(args: argparse.Namespace) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{args.server}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{args.database}"')
-    os.environ.update(
-        {
-            "DATABASE_URL": f"{args.server}/{args.database}",
-            "DJANGO_SETTINGS_MODULE": "sendlater_site.settings",
-            "SECRET_KEY": os.environ.get("SECRET_KEY", "bench-only"),
-            "SENDLATER_ENCRYPTION_KEYS": os.environ.get(
-                "SENDLATER_ENCRYPTION_KEYS", "YmVuY2gtb25seS1ub3QtYS1zZWNyZXQteHh4eHh4eHg="
-            ),
-            "SENDLATER_CALLBACK_ALLOWLIST": "127.0.0.0/8",
-            "SENDLATER_DB_POOL": "false",
-            "SENDLATER_PARTITION_AHEAD_DAYS": "2",
-            "LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
-        }
-    )
+    database_fresh(args.server, args.database)
     import django
 
     django.setup()
